@@ -1,0 +1,18 @@
+"""docattn: attention-based document classification you can train, trust and explain."""
+
+__version__ = "0.1.0"
+
+__all__ = ["DocumentClassifier", "create_model", "list_models", "__version__"]
+
+
+def __getattr__(name):
+    # imported on first use so `docattn --help` does not pay for torch
+    if name == "DocumentClassifier":
+        from docattn.classifier import DocumentClassifier
+
+        return DocumentClassifier
+    if name in ("create_model", "list_models"):
+        from docattn import models
+
+        return getattr(models, name)
+    raise AttributeError(f"module 'docattn' has no attribute {name!r}")

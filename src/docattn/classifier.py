@@ -1,0 +1,165 @@
+"""``DocumentClassifier``: the scikit-learn-style front door (fit / predict / explain / save / load)."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from docattn.data.corpus import Corpus, LabelMap
+from docattn.data.encoding import EncodedCorpus, encode_corpus
+from docattn.data.prepare import DataSettings, PreparedData, prepare
+from docattn.data.text import TextConfig, Vocabulary
+from docattn.errors import ConfigError, DataError, DocattnError
+from docattn.training.config import TrainConfig
+
+_DATA_FIELDS = {f.name for f in fields(DataSettings)} - {"text"}
+_TEXT_FIELDS = {f.name for f in fields(TextConfig)}
+
+
+def to_corpus(texts, labels=None, source: str = "input") -> Corpus:
+    """Validate user input: raw strings, or lists of sentence strings (pre-split documents)."""
+    if isinstance(texts, str):
+        raise DataError(f"{source}: expected a list of documents, got a single string")
+    texts = list(texts)
+    if not texts:
+        raise DataError(f"{source}: no documents (empty list)")
+    sentences = None
+    if all(isinstance(t, (list, tuple)) for t in texts):
+        sentences = [[str(s) for s in t] for t in texts]
+        texts = ["\n".join(s) for s in sentences]
+    elif not all(isinstance(t, str) for t in texts):
+        bad = next(i for i, t in enumerate(texts) if not isinstance(t, str))
+        raise DataError(f"{source}: document {bad} is {type(texts[bad]).__name__}, expected str or a list of sentences")
+    if labels is not None:
+        labels = list(labels)
+        if len(labels) != len(texts):
+            raise DataError(f"{source}: {len(texts)} documents but {len(labels)} labels")
+        missing = [i for i, y in enumerate(labels) if y is None or (isinstance(y, float) and np.isnan(y))]
+        if missing:
+            raise DataError(f"{source}: document {missing[0]} has no label")
+        labels = [y.item() if isinstance(y, np.generic) else y for y in labels]
+    return Corpus(texts=texts, labels=labels, sentences=sentences, source=source)
+
+
+class DocumentClassifier:
+    """Train any registered model on raw text; predict, explain, save and load it.
+
+    Keyword arguments are routed by name: training options (``max_epochs``, ``batch_size``,
+    ``lr``, ``optimizer``, ``seed``, ``accelerator``, ...), data options (``min_count``,
+    ``valid_fraction``, ``max_sentences``, ``max_words``, ``max_tokens``, ``lowercase``,
+    ``hcan_clean``), and the rest are the model's hyper-parameters. Unset training options take
+    the paper's values for the model (e.g. HPAN: Adam, lr 1e-3, batch 64).
+    """
+
+    def __init__(self, model: str = "han", **options):
+        from docattn.models import get_spec
+
+        self.model_name = model
+        spec = get_spec(model)
+        train_opts = {k: options.pop(k) for k in list(options) if k in TrainConfig.field_names()}
+        if "device" in options:
+            train_opts["accelerator"] = options.pop("device")
+        data_opts = {k: options.pop(k) for k in list(options) if k in _DATA_FIELDS}
+        text_opts = {k: options.pop(k) for k in list(options) if k in _TEXT_FIELDS}
+        self.hparams = options
+        # a variant's registered defaults may set training options and data options alike
+        paper_train = {k: v for k, v in spec.training.items() if k in TrainConfig.field_names()}
+        paper_data = {k: v for k, v in spec.training.items() if k in _DATA_FIELDS}
+        paper_text = {k: v for k, v in spec.training.items() if k in _TEXT_FIELDS}
+        self.train_config = TrainConfig(**{**paper_train, **train_opts})
+        self.data_settings = DataSettings(text=TextConfig(**{**paper_text, **text_opts}), **{**paper_data, **data_opts})
+        self.model = None
+        self.vocab: Vocabulary | None = None
+        self.labels: LabelMap | None = None
+        self.results: dict = {}
+
+    # ------------------------------------------------------------------ training
+    def fit(self, texts, labels, validation: tuple | None = None, run_dir: str | Path | None = None) -> "DocumentClassifier":
+        """Train on ``texts``/``labels``; ``validation=(texts, labels)``, else a stratified split of train."""
+        train = to_corpus(texts, labels, "training data")
+        valid = to_corpus(*validation, source="validation data") if validation is not None else None
+        return self.fit_prepared(prepare(train, valid, None, self.data_settings), run_dir)
+
+    def fit_prepared(self, data: PreparedData, run_dir=None, resume: bool = False) -> "DocumentClassifier":
+        """Train on already encoded splits (what ``docattn train`` does after its cached preparation)."""
+        from docattn.models import create_model
+        from docattn.training.trainer import train_model
+
+        self.vocab, self.labels = data.vocab, data.labels
+        self.model = create_model(self.model_name, vocab_size=len(data.vocab), num_classes=len(data.labels), **self.hparams)
+        self.results = train_model(self, data, run_dir=Path(run_dir) if run_dir else None, resume=resume)
+        return self
+
+    @property
+    def classes_(self) -> list[Hashable]:
+        self._check_fitted()
+        return list(self.labels.classes)
+
+    def _check_fitted(self) -> None:
+        if self.model is None:
+            raise DocattnError("this DocumentClassifier is not fitted yet: call fit() or DocumentClassifier.load()")
+
+    @property
+    def limits(self) -> dict:
+        s = self.data_settings
+        return {"max_sentences": s.max_sentences, "max_words": s.max_words, "max_tokens": s.max_tokens}
+
+    # ------------------------------------------------------------------ inference
+    def encode(self, texts, labels=None) -> EncodedCorpus:
+        self._check_fitted()
+        corpus = texts if isinstance(texts, Corpus) else to_corpus(texts, labels)
+        return encode_corpus(corpus, self.vocab, self.labels if corpus.labels is not None else None)
+
+    def predict_proba(self, texts, batch_size: int = 256) -> np.ndarray:
+        """(n_documents, n_classes) probabilities, columns in ``classes_`` order."""
+        from docattn.training.inference import predict_logits, softmax
+
+        enc = self.encode(texts)
+        if hasattr(self.model, "predict_proba_encoded"):
+            return self.model.predict_proba_encoded(enc)
+        return softmax(predict_logits(self.model, enc, batch_size, self.limits))
+
+    def predict(self, texts, batch_size: int = 256) -> list[Hashable]:
+        self._check_fitted()
+        return self.labels.decode(self.predict_proba(texts, batch_size).argmax(1))
+
+    def score(self, texts, labels) -> float:
+        """Accuracy on ``texts``; labels unseen in training are an error."""
+        corpus = to_corpus(texts, labels)
+        gold = np.asarray(self.labels.encode(corpus.labels, "evaluation data"))
+        return float((self.predict_proba(corpus).argmax(1) == gold).mean())
+
+    def explain(self, texts, top_k: int | None = None) -> list[dict]:
+        """Per document: prediction, probabilities and attention per sentence and word."""
+        from docattn.explain.attention import explain_documents
+
+        self._check_fitted()
+        corpus = texts if isinstance(texts, Corpus) else to_corpus(texts)
+        return explain_documents(self, corpus)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> Path:
+        """Write the run directory ``docattn train`` writes (config.json, vocab.json, weights)."""
+        from docattn.training.run import save_run
+
+        self._check_fitted()
+        return save_run(path, self.model_name, self.model, self.vocab, self.labels, self.data_settings, self.train_config, self.results)
+
+    @classmethod
+    def load(cls, path, device: str = "cpu") -> "DocumentClassifier":
+        from docattn.training.run import load_run
+
+        run = load_run(path, device)
+        clf = cls.__new__(cls)
+        clf.model_name, clf.model, clf.vocab, clf.labels = run.model_name, run.model, run.vocab, run.labels
+        clf.data_settings, clf.train_config = run.data, run.training
+        clf.hparams = run.config.get("hparams", {})
+        clf.results = run.config.get("results", {})
+        return clf
+
+    def __repr__(self) -> str:
+        state = "fitted" if self.model is not None else "not fitted"
+        return f"DocumentClassifier(model={self.model_name!r}, {state})"

@@ -1,0 +1,412 @@
+"""The ``docattn`` command line. Heavy modules are imported inside the commands that use them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from docattn.errors import DocattnError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=False,
+    help="Attention-based document classification: train, evaluate, predict and explain.",
+    pretty_exceptions_enable=False,
+)
+data_app = typer.Typer(add_completion=False, help="Standard data sets and corpus statistics.")
+app.add_typer(data_app, name="data")
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _parse_value(text: str):
+    """``--set`` values: JSON where it parses (numbers, true, null, lists), else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _parse_sets(items: List[str]) -> dict:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise DocattnError(f"--set expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip().replace("-", "_")] = _parse_value(v)
+    return out
+
+
+def _resolve(path_or_name: str) -> str:
+    if path_or_name == "-" or Path(path_or_name).exists():
+        return path_or_name
+    from docattn.data.registry import resolve
+
+    return str(resolve(path_or_name))
+
+
+def _reader_options(fmt, text_col, label_col) -> dict:
+    opts = {}
+    if fmt:
+        opts["format"] = fmt
+    if text_col:
+        opts["text_columns"] = [_parse_value(c) for c in text_col.split(",")]
+    if label_col is not None:
+        opts["label_column"] = _parse_value(label_col)
+    return opts
+
+
+@app.callback(invoke_without_command=True)
+def _root(ctx: typer.Context):
+    """With no command, run the main job: train HAN on the embedded corpus, evaluate, explain."""
+    if ctx.invoked_subcommand is None:
+        demo()
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("runs/demo"), help="Run directory to write."),
+    model: str = typer.Option("han", help="Model to train."),
+    n_train: int = typer.Option(0, help="Training documents (0: the package default)."),
+    epochs: int = typer.Option(6, help="Training epochs."),
+    seed: int = typer.Option(0),
+):
+    """The main job, offline: generate the embedded corpus, train, evaluate, write an explanation report."""
+    from rich.console import Console
+
+    from docattn.classifier import DocumentClassifier
+    from docattn.data import synthetic
+    from docattn.explain.html import write_html
+    from docattn.explain.rationale import rationale_scores
+
+    console = Console()
+    n_tr = n_train or synthetic.DEFAULT_N_TRAIN
+    splits = synthetic.make_splits(n_train=n_tr, n_test=synthetic.DEFAULT_N_TEST, seed=seed)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, corpus in splits.items():
+        synthetic.write_jsonl(corpus, out / f"{name}.jsonl")
+    console.print(f"[bold]Embedded corpus[/]: {len(splits['train'])} train / {len(splits['test'])} test documents, "
+                  f"{len(splits['train'].classes)} classes -> {out}/train.jsonl, test.jsonl")
+    train, test = splits["train"], splits["test"]
+    # random init: in the corpus's templates every cue word shares its contexts with its opposite,
+    # so word2vec would start "good" and "bad" almost equal
+    clf = DocumentClassifier(model, max_epochs=epochs, seed=seed, min_count=2, embeddings="random")
+    clf.fit(train.sentences, train.labels, run_dir=out)
+    acc = clf.score(test.sentences, test.labels)
+    console.print(f"[bold]{model}[/] test accuracy: {acc:.2%} "
+                  f"({clf.results.get('train_docs_per_s', 0):.0f} training documents/s)")
+    explanations = clf.explain(test.sentences[:50])
+    for item, label in zip(explanations, test.labels[:50]):
+        item["label"] = label
+    scores = rationale_scores(explanations, test.rationales[:50])
+    if scores:
+        console.print(f"attention vs ground truth on 50 test documents: top sentence correct {scores['top_sentence_accuracy']:.0%}, "
+                      f"word AUPRC {scores['word_auprc']:.2f}")
+    (out / "explanations.json").write_text(json.dumps(explanations, indent=1, ensure_ascii=False), encoding="utf-8")
+    write_html(explanations[:20], out / "report.html", title=f"docattn {model} on the embedded corpus")
+    clf.results["demo_test_accuracy"] = acc
+    clf.save(out)
+    console.print(f"run directory {out}: config.json, vocab.json, model.safetensors, metrics.csv, report.html")
+
+
+@app.command()
+def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 'han*'.")):
+    """List the registered models."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from docattn.models import get_spec, list_models
+
+    table = Table("model", "layout", "description")
+    for name in list_models(pattern):
+        spec = get_spec(name)
+        table.add_row(name, spec.layout, spec.description)
+    Console().print(table)
+
+
+@app.command()
+def train(
+    train: str = typer.Option(..., "--train", help="Training data: a file, folder, archive or registered data set name."),
+    out: Path = typer.Option(..., "--out", help="Run directory."),
+    model: str = typer.Option("han", "--model"),
+    valid: Optional[str] = typer.Option(None, "--valid", help="Validation data (default: a stratified split of train)."),
+    test: Optional[str] = typer.Option(None, "--test", help="Test data (default: the source's own test split, if any)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="Reader format (default: detected)."),
+    text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), comma separated."),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column."),
+    epochs: Optional[int] = typer.Option(None, "--epochs"),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size"),
+    lr: Optional[float] = typer.Option(None, "--lr"),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="sgd, adam or adamw."),
+    seed: int = typer.Option(0, "--seed"),
+    valid_fraction: Optional[float] = typer.Option(None, "--valid-fraction"),
+    min_count: Optional[int] = typer.Option(None, "--min-count"),
+    max_sentences: Optional[int] = typer.Option(None, "--max-sentences"),
+    max_words: Optional[int] = typer.Option(None, "--max-words"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens"),
+    embeddings: Optional[str] = typer.Option(None, "--embeddings", help="word2vec, random, or a GloVe/word2vec file."),
+    accelerator: Optional[str] = typer.Option(None, "--accelerator", help="auto, cpu or gpu."),
+    devices: Optional[str] = typer.Option(None, "--devices"),
+    num_nodes: Optional[int] = typer.Option(None, "--num-nodes"),
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="e.g. ddp"),
+    precision: Optional[str] = typer.Option(None, "--precision", help="e.g. bf16-mixed, 32-true"),
+    val_every: Optional[int] = typer.Option(None, "--val-every", help="Validate every N steps (default: each epoch)."),
+    patience: Optional[int] = typer.Option(None, "--patience", help="Early stopping patience (validations)."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Training time budget in seconds."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run in --out."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not cache the encoded corpus."),
+    sets: List[str] = typer.Option([], "--set", help="Any other option or model hyper-parameter, KEY=VALUE."),
+):
+    """Train a model and write its run directory (config, vocabulary, best weights, metrics)."""
+    from rich.console import Console
+
+    from docattn.classifier import DocumentClassifier
+    from docattn.data.prepare import prepare_paths
+
+    console = Console(stderr=True)
+    options = {k: v for k, v in {
+        "max_epochs": epochs, "batch_size": batch_size, "lr": lr, "optimizer": optimizer, "seed": seed,
+        "valid_fraction": valid_fraction, "min_count": min_count, "max_sentences": max_sentences,
+        "max_words": max_words, "max_tokens": max_tokens, "embeddings": embeddings, "accelerator": accelerator,
+        "devices": _parse_value(devices) if devices else None, "num_nodes": num_nodes, "strategy": strategy,
+        "precision": precision, "val_every_n_steps": val_every, "patience": patience, "max_time": max_time,
+    }.items() if v is not None}
+    options.update(_parse_sets(sets))
+    clf = DocumentClassifier(model, **options)
+    data = prepare_paths(_resolve(train), valid and _resolve(valid), test and _resolve(test), clf.data_settings,
+                         _reader_options(fmt, text_col, label_col), use_cache=not no_cache)
+    info = data.info
+    console.print(f"data: {info.get('documents')} documents, vocabulary {len(data.vocab)}, {len(data.labels)} classes "
+                  f"(cache: {info.get('cache', 'off')})")
+    clf.fit_prepared(data, run_dir=out, resume=resume)
+    if not clf.results.get("is_global_zero", True):
+        return
+    best = clf.results.get("best", {})
+    console.print(f"best validation: accuracy {best.get('val_acc', float('nan')):.4f}, epoch {best.get('epoch')}; "
+                  f"training {clf.results.get('train_docs_per_s', 0):.0f} documents/s")
+    if "test" in clf.results:
+        t = clf.results["test"]
+        console.print(f"test: accuracy {t['accuracy']:.4f}, macro-F1 {t['macro_f1']:.4f} ({t['documents']} documents)")
+    console.print(f"run directory: {out}")
+
+
+def _read_eval_corpus(data: str, split: Optional[str], fmt, text_col, label_col):
+    from docattn.data.readers import read_splits
+
+    opts = _reader_options(fmt, text_col, label_col)
+    splits = read_splits(_resolve(data), **opts)
+    name = split or ("test" if "test" in splits else ("all" if "all" in splits else next(iter(splits))))
+    if name not in splits:
+        raise DocattnError(f"{data}: no split {name!r} (found {sorted(splits)})")
+    return splits[name]
+
+
+@app.command()
+def evaluate(
+    run: Path = typer.Argument(..., help="Run directory."),
+    data: str = typer.Option(..., "--data", help="Labelled data (file, folder, archive or data set name)."),
+    split: Optional[str] = typer.Option(None, "--split", help="train, valid or test (default: test if present)."),
+    fmt: Optional[str] = typer.Option(None, "--format"),
+    text_col: Optional[str] = typer.Option(None, "--text-col"),
+    label_col: Optional[str] = typer.Option(None, "--label-col"),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+):
+    """Accuracy, macro-F1, per-class precision/recall/F1 and the confusion matrix."""
+    from docattn.classifier import DocumentClassifier
+    from docattn.training.trainer import evaluate_encoded
+
+    clf = DocumentClassifier.load(run)
+    corpus = _read_eval_corpus(data, split, fmt, text_col, label_col)
+    if corpus.labels is None:
+        raise DocattnError(f"{data}: documents have no labels to evaluate against")
+    report = evaluate_encoded(clf, clf.encode(corpus))
+    if as_json:
+        typer.echo(json.dumps(report, indent=1, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"{report['documents']} documents: accuracy [bold]{report['accuracy']:.4f}[/], macro-F1 {report['macro_f1']:.4f}")
+    table = Table("class", "precision", "recall", "F1", "support")
+    for row in report["per_class"]:
+        table.add_row(str(row["class"]), f"{row['precision']:.3f}", f"{row['recall']:.3f}", f"{row['f1']:.3f}", str(row["support"]))
+    console.print(table)
+    cm = Table("gold \\ predicted", *[str(c) for c in clf.labels.classes])
+    for c, row in zip(clf.labels.classes, report["confusion_matrix"]):
+        cm.add_row(str(c), *map(str, row))
+    console.print(cm)
+
+
+@app.command()
+def predict(
+    run: Path = typer.Argument(..., help="Run directory."),
+    data: str = typer.Argument("-", help="Documents: any supported file, plain text (one per line), or - for stdin."),
+    fmt: Optional[str] = typer.Option(None, "--format"),
+    text_col: Optional[str] = typer.Option(None, "--text-col"),
+    label_col: Optional[str] = typer.Option(None, "--label-col"),
+):
+    """Write one JSON line per document: predicted label and class probabilities."""
+    from docattn.classifier import DocumentClassifier
+    from docattn.data.readers import read_corpus
+
+    clf = DocumentClassifier.load(run)
+    opts = _reader_options(fmt, text_col, label_col)
+    if data == "-" and "format" not in opts:
+        opts["format"] = "lines"
+    try:
+        corpus = read_corpus(_resolve(data), **opts)
+    except DocattnError as err:
+        if "several splits" not in str(err) and "splits" not in str(err):
+            raise
+        corpus = read_corpus(_resolve(data), split="test", **opts)
+    probs = clf.predict_proba(corpus)
+    classes = clf.labels.classes
+    out = sys.stdout
+    for i, p in enumerate(probs):
+        out.write(json.dumps({"id": corpus.ids[i], "label": classes[int(p.argmax())],
+                              "probabilities": {str(c): round(float(x), 6) for c, x in zip(classes, p)}}, ensure_ascii=False) + "\n")
+
+
+@app.command()
+def explain(
+    run: Path = typer.Argument(..., help="Run directory."),
+    data: str = typer.Option(..., "--data", help="Documents (any supported format, or plain text one per line)."),
+    n: int = typer.Option(20, "--n", help="Number of documents."),
+    html: Path = typer.Option(Path("report.html"), "--html", help="Self-contained HTML report."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write every weight as JSON."),
+    split: Optional[str] = typer.Option(None, "--split"),
+    fmt: Optional[str] = typer.Option(None, "--format"),
+):
+    """Attention heatmaps: sentence bars and word shading (HAN's sqrt(p_sentence) * p_word rule)."""
+    from docattn.classifier import DocumentClassifier
+    from docattn.explain.html import write_html
+
+    clf = DocumentClassifier.load(run)
+    corpus = _read_eval_corpus(data, split, fmt, None, None)
+    corpus = corpus.subset(range(min(n, len(corpus))))
+    items = clf.explain(corpus)
+    write_html(items, html, title=f"docattn {clf.model_name}: {Path(data).name}")
+    if json_out:
+        json_out.write_text(json.dumps(items, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
+    _console().print(f"wrote {html}" + (f" and {json_out}" if json_out else ""))
+
+
+@app.command()
+def tune(
+    train: str = typer.Option(..., "--train"),
+    out: Path = typer.Option(..., "--out", help="Folder for one run per trial and tune.json."),
+    model: str = typer.Option("han", "--model"),
+    lr: str = typer.Option("0.5,0.1,0.05,0.01", "--lr", help="Comma-separated learning rates to try."),
+    valid: Optional[str] = typer.Option(None, "--valid"),
+    epochs: Optional[int] = typer.Option(None, "--epochs"),
+    seed: int = typer.Option(0, "--seed"),
+    sets: List[str] = typer.Option([], "--set"),
+):
+    """Learning-rate grid search on the validation split (as the HAN paper does); reports each trial."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from docattn.classifier import DocumentClassifier
+    from docattn.data.prepare import prepare_paths
+    from docattn.data.text import write_json_atomic
+
+    console = Console()
+    rates = [float(x) for x in lr.split(",") if x.strip()]
+    options = {"seed": seed, **({"max_epochs": epochs} if epochs else {}), **_parse_sets(sets)}
+    base = DocumentClassifier(model, **options)
+    data = prepare_paths(_resolve(train), valid and _resolve(valid), None, base.data_settings)
+    data.splits.pop("test", None)
+    trials = []
+    for rate in rates:
+        clf = DocumentClassifier(model, **{**options, "lr": rate})
+        clf.fit_prepared(data, run_dir=out / f"lr={rate:g}")
+        best = clf.results.get("best", {})
+        trials.append({"lr": rate, **best, "run": str(out / f"lr={rate:g}")})
+        console.print(f"lr {rate:g}: validation accuracy {best.get('val_acc', float('nan')):.4f}")
+    best_trial = max(trials, key=lambda t: t.get("val_acc", -1))
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "tune.json", {"model": model, "trials": trials, "best": best_trial})
+    table = Table("lr", "val_acc", "val_macro_f1", "best epoch")
+    for t in trials:
+        table.add_row(f"{t['lr']:g}", f"{t.get('val_acc', float('nan')):.4f}", f"{t.get('val_macro_f1', float('nan')):.4f}", str(t.get("epoch")))
+    console.print(table)
+    console.print(f"best lr: {best_trial['lr']:g} (run {best_trial['run']})")
+
+
+@data_app.command("list")
+def data_list():
+    """The registered standard data sets."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from docattn.data.registry import DATASETS
+
+    table = Table("name", "classes", "train", "test", "layout", "description")
+    for name, info in DATASETS.items():
+        table.add_row(name, str(info.num_classes), str(info.train or "?"), str(info.test or "?"), info.layout, info.description)
+    Console().print(table)
+
+
+@data_app.command("download")
+def data_download(
+    name: str = typer.Argument(...),
+    url: Optional[str] = typer.Option(None, "--url", help="Mirror URL or local archive path instead of the registry's address."),
+):
+    """Download, verify and extract a registered data set into the cache folder."""
+    from docattn.data.registry import download
+
+    path = download(name, url=url)
+    typer.echo(str(path))
+
+
+@data_app.command("stats")
+def data_stats(
+    data: str = typer.Argument(..., help="A file, folder, archive or registered data set name."),
+    fmt: Optional[str] = typer.Option(None, "--format"),
+    text_col: Optional[str] = typer.Option(None, "--text-col"),
+    label_col: Optional[str] = typer.Option(None, "--label-col"),
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """The papers' Table 1 columns per split, and the class distribution."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from docattn.data.readers import read_splits
+    from docattn.data.stats import corpus_stats
+
+    splits = read_splits(_resolve(data), **_reader_options(fmt, text_col, label_col))
+    stats = {name: corpus_stats(c) for name, c in splits.items()}
+    if as_json:
+        typer.echo(json.dumps(stats, indent=1, default=str))
+        return
+    console = Console()
+    table = Table("split", "classes", "documents", "avg #s", "max #s", "avg #w", "max #w", "vocabulary")
+    for name, s in stats.items():
+        table.add_row(name, str(s["classes"]), f"{s['documents']:,}", f"{s['avg_sentences']:.1f}", str(s["max_sentences"]),
+                      f"{s['avg_words']:.1f}", str(s["max_words"]), f"{s['vocabulary']:,}")
+    console.print(table)
+    for name, s in stats.items():
+        dist = ", ".join(f"{k}: {v:,}" for k, v in s["class_counts"].items())
+        console.print(f"[bold]{name}[/] classes: {dist}")
+
+
+def main() -> None:
+    """Entry point: user errors print one line (exit 2), never a traceback."""
+    try:
+        app(standalone_mode=True)
+    except DocattnError as err:
+        _console().print(f"[red]error:[/] {err}", highlight=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Raw documents as readers return them, and the label <-> index map saved with every model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Iterable, Sequence
+
+from docattn.errors import DataError
+
+
+@dataclass
+class Corpus:
+    """Documents of one split: raw texts, their labels and, when the source has them, sentences.
+
+    ``sentences[i]`` is the pre-split sentence list of document i (e.g. Tang et al. ``.ss``
+    files); when ``sentences`` is None the text processor splits ``texts`` itself.
+    ``classes`` is the class order the source defines (``classes.txt``, folder names); None
+    lets the label map sort the labels it sees.
+    """
+
+    texts: list[str]
+    labels: list[Hashable] | None = None
+    sentences: list[list[str]] | None = None
+    ids: list[str] | None = None
+    source: str = ""
+    classes: list[Hashable] | None = None
+    stats: dict[str, int] = field(default_factory=dict)  # e.g. {"skipped_empty": 3, "decode_errors": 1}
+    rationales: list[dict] | None = None  # ground truth of the embedded corpus: deciding sentences/words
+
+    def __post_init__(self) -> None:
+        n = len(self.texts)
+        if self.labels is not None and len(self.labels) != n:
+            raise DataError(f"{self.source}: {n} texts but {len(self.labels)} labels")
+        if self.sentences is not None and len(self.sentences) != n:
+            raise DataError(f"{self.source}: {n} texts but {len(self.sentences)} sentence lists")
+        if self.ids is None:
+            self.ids = [str(i) for i in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def subset(self, indices: Sequence[int]) -> "Corpus":
+        """The documents at ``indices``, in that order (used for validation splits)."""
+        pick = lambda xs: None if xs is None else [xs[i] for i in indices]  # noqa: E731
+        return Corpus(
+            texts=pick(self.texts),
+            labels=pick(self.labels),
+            sentences=pick(self.sentences),
+            ids=pick(self.ids),
+            rationales=pick(self.rationales),
+            source=self.source,
+            classes=self.classes,
+        )
+
+
+def _sort_key(label: Hashable) -> tuple:
+    # ints sort numerically before strings so "2" < "10" holds for rating labels
+    return (0, label, "") if isinstance(label, int) else (1, 0, str(label))
+
+
+class LabelMap:
+    """Ordered classes; index i is the model's output i. Saved as a JSON list in config.json."""
+
+    def __init__(self, classes: Iterable[Hashable]):
+        self.classes: list[Hashable] = list(classes)
+        if not self.classes:
+            raise DataError("no classes: the training data has no labels")
+        self.index = {c: i for i, c in enumerate(self.classes)}
+        if len(self.index) != len(self.classes):
+            raise DataError(f"duplicate class names in {self.classes!r}")
+
+    @classmethod
+    def from_labels(cls, labels: Iterable[Hashable], classes: Sequence[Hashable] | None = None) -> "LabelMap":
+        """Classes in the source's order when given, else sorted; labels outside ``classes`` are an error."""
+        seen = set(labels)
+        if classes is not None:
+            unknown = seen - set(classes)
+            if unknown:
+                raise DataError(f"labels {sorted(map(str, unknown))} are not among the classes {list(classes)}")
+            return cls(classes)
+        return cls(sorted(seen, key=_sort_key))
+
+    def encode(self, labels: Iterable[Hashable], source: str = "") -> list[int]:
+        """Indices of ``labels``; a label unseen in training is a clear error naming it."""
+        out = []
+        for i, label in enumerate(labels):
+            idx = self.index.get(label)
+            if idx is None and isinstance(label, str) and label.lstrip("-").isdigit():
+                idx = self.index.get(int(label))  # "3" from a text file vs 3 in the map
+            if idx is None and isinstance(label, int):
+                idx = self.index.get(str(label))
+            if idx is None:
+                where = f"{source}: " if source else ""
+                raise DataError(
+                    f"{where}document {i} has label {label!r}, unseen in training (known: {self.classes})"
+                )
+            out.append(idx)
+        return out
+
+    def decode(self, indices: Iterable[int]) -> list[Hashable]:
+        return [self.classes[int(i)] for i in indices]
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+    def to_json(self) -> list[Any]:
+        return list(self.classes)
+
+    @classmethod
+    def from_json(cls, data: list[Any]) -> "LabelMap":
+        return cls(data)

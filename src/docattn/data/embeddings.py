@@ -1,0 +1,102 @@
+"""Word vectors for the embedding layer: word2vec trained on the training split, or GloVe/word2vec files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from docattn.data.encoding import EncodedCorpus
+from docattn.data.text import PAD, Vocabulary
+from docattn.errors import DataError
+
+
+@dataclass
+class Coverage:
+    """How much of the vocabulary, and of the running text, has a pre-trained vector."""
+
+    words_found: int
+    vocab_size: int
+    token_share: float
+
+    @property
+    def vocab_share(self) -> float:
+        return self.words_found / max(self.vocab_size, 1)
+
+    def __str__(self) -> str:
+        return f"{self.words_found}/{self.vocab_size} words ({self.vocab_share:.1%}), {self.token_share:.1%} of tokens"
+
+
+def train_word2vec(
+    corpus: EncodedCorpus,
+    vocab: Vocabulary,
+    dim: int = 200,
+    window: int = 5,
+    min_count: int = 1,
+    epochs: int = 5,
+    seed: int = 0,
+    workers: int = 2,
+) -> np.ndarray:
+    """(len(vocab), dim) matrix from gensim word2vec (skip-gram off: CBOW, fast) on the training sentences.
+
+    Sentences are fed as id strings, so the vectors line up with the vocabulary by id; PAD is 0
+    and words word2vec did not keep get small random vectors.
+    """
+    from gensim.models import Word2Vec
+
+    id_strings = corpus.tokens.astype(np.int64).astype(str)
+    sentences = np.split(id_strings, corpus.sentence_offsets[1:-1])
+    model = Word2Vec(
+        sentences=[s.tolist() for s in sentences],
+        vector_size=dim,
+        window=window,
+        min_count=min_count,
+        epochs=epochs,
+        seed=seed,
+        workers=workers,
+    )
+    rng = np.random.default_rng(seed)
+    matrix = rng.normal(0.0, 0.1, (len(vocab), dim)).astype(np.float32)
+    keys = np.asarray(model.wv.index_to_key, dtype=np.int64)
+    matrix[keys] = model.wv.vectors
+    matrix[PAD] = 0.0
+    return matrix
+
+
+def load_vectors(path: str | Path, vocab: Vocabulary, corpus: EncodedCorpus | None = None, seed: int = 0) -> tuple[np.ndarray, Coverage]:
+    """Matrix for ``vocab`` from a GloVe text file (no header), word2vec text or binary file.
+
+    Words missing from the file get small random vectors; also returns the coverage, where
+    ``corpus`` (the training split) gives the share of running tokens covered.
+    """
+    from gensim.models import KeyedVectors
+
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: embedding file not found")
+    binary = path.suffix == ".bin"
+    try:
+        if binary:
+            kv = KeyedVectors.load_word2vec_format(str(path), binary=True, unicode_errors="replace")
+        else:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                first = f.readline().split()
+            glove = not (len(first) == 2 and all(x.isdigit() for x in first))
+            kv = KeyedVectors.load_word2vec_format(str(path), binary=False, no_header=glove, unicode_errors="replace")
+    except (ValueError, UnicodeDecodeError, EOFError) as err:
+        raise DataError(f"{path}: not a GloVe/word2vec vector file ({err})") from None
+    rng = np.random.default_rng(seed)
+    matrix = rng.normal(0.0, 0.1, (len(vocab), kv.vector_size)).astype(np.float32)
+    found = np.zeros(len(vocab), dtype=bool)
+    for i, word in enumerate(vocab.tokens[3:], start=3):
+        idx = kv.key_to_index.get(word)
+        if idx is not None:
+            matrix[i] = kv.vectors[idx]
+            found[i] = True
+    matrix[PAD] = 0.0
+    token_share = float("nan")
+    if corpus is not None and len(corpus.tokens):
+        counts = np.bincount(np.asarray(corpus.tokens), minlength=len(vocab))
+        token_share = float(counts[found].sum() / counts.sum())
+    return matrix, Coverage(int(found.sum()), len(vocab) - 3, token_share)

@@ -1,0 +1,212 @@
+"""Encoded corpora as compact ragged arrays, and their on-disk cache.
+
+A corpus is encoded once into four arrays: ``tokens`` (every word id, documents and sentences
+in order), ``sentence_offsets`` (where each sentence starts in ``tokens``), ``document_offsets``
+(where each document starts in the sentence list) and ``labels``. The cache stores them as
+``.npy`` files reloaded memory-mapped; a cache entry is written in a temporary folder and
+renamed into place, so a killed run never leaves a half-written entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from docattn.data.corpus import Corpus, LabelMap
+from docattn.data.text import SEP, UNK, Vocabulary, documents_to_strings
+from docattn.errors import DataError
+
+ARRAYS = ("tokens", "sentence_offsets", "document_offsets", "labels")
+
+
+@dataclass
+class EncodedCorpus:
+    """Ragged token ids of a split; document d spans sentences document_offsets[d:d+2]."""
+
+    tokens: np.ndarray  # (n_tokens,) int32
+    sentence_offsets: np.ndarray  # (n_sentences + 1,) int64
+    document_offsets: np.ndarray  # (n_documents + 1,) int64
+    labels: np.ndarray  # (n_documents,) int64, -1 where unlabelled
+
+    def __len__(self) -> int:
+        return len(self.document_offsets) - 1
+
+    @property
+    def sentence_lengths(self) -> np.ndarray:
+        return np.diff(self.sentence_offsets)
+
+    @property
+    def sentence_counts(self) -> np.ndarray:
+        """Sentences per document."""
+        return np.diff(self.document_offsets)
+
+    @property
+    def token_counts(self) -> np.ndarray:
+        """Words per document."""
+        return np.diff(self.sentence_offsets[self.document_offsets])
+
+    @property
+    def max_sentence_lengths(self) -> np.ndarray:
+        """Longest sentence of each document (every document has at least one sentence)."""
+        return np.maximum.reduceat(self.sentence_lengths, self.document_offsets[:-1])
+
+    def subset(self, documents: Sequence[int] | np.ndarray) -> "EncodedCorpus":
+        """A new corpus of the given documents, in that order (vectorized gather)."""
+        docs = np.asarray(documents, dtype=np.int64)
+        s_start, s_count = self.document_offsets[docs], self.sentence_counts[docs]
+        sent = ragged_ranges(s_start, s_count)
+        t_start, t_count = self.sentence_offsets[sent], self.sentence_lengths[sent]
+        toks = self.tokens[ragged_ranges(t_start, t_count)]
+        return EncodedCorpus(
+            tokens=np.ascontiguousarray(toks, dtype=np.int32),
+            sentence_offsets=_offsets(t_count),
+            document_offsets=_offsets(s_count),
+            labels=np.asarray(self.labels)[docs].astype(np.int64),
+        )
+
+    def save(self, folder: str | Path) -> None:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ARRAYS:
+            np.save(folder / f"{name}.npy", getattr(self, name))
+
+    @classmethod
+    def load(cls, folder: str | Path, mmap: bool = True) -> "EncodedCorpus":
+        folder = Path(folder)
+        try:
+            arrays = {n: np.load(folder / f"{n}.npy", mmap_mode="r" if mmap else None) for n in ARRAYS}
+        except (FileNotFoundError, ValueError, OSError) as err:
+            raise DataError(f"{folder}: encoded corpus is missing or corrupt ({err})") from None
+        enc = cls(**arrays)
+        if enc.sentence_offsets[-1] != len(enc.tokens) or enc.document_offsets[-1] != len(enc.sentence_offsets) - 1:
+            raise DataError(f"{folder}: encoded corpus arrays do not agree (truncated cache?)")
+        return enc
+
+
+def ragged_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of range(s, s + c) for every (s, c), without a Python loop."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = np.cumsum(counts) - counts  # where each range begins in the output
+    return np.repeat(np.asarray(starts, dtype=np.int64) - first, counts) + np.arange(total, dtype=np.int64)
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
+def encode_ids(doc_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Split each document's ids at SEP into non-empty sentences; empty documents get one UNK.
+
+    Returns (tokens, sentence_offsets, document_offsets). Vectorized over all tokens.
+    """
+    doc_len = np.fromiter((len(d) for d in doc_ids), dtype=np.int64, count=len(doc_ids))
+    ids = np.fromiter((i for d in doc_ids for i in d), dtype=np.int32, count=int(doc_len.sum()))
+    n_docs = len(doc_ids)
+    doc_of = np.repeat(np.arange(n_docs), doc_len)
+    is_word = ids != SEP
+    # a document with no word at all becomes the single word UNK, so every model sees >= 1 token
+    words_per_doc = np.bincount(doc_of[is_word], minlength=n_docs)
+    empty = np.flatnonzero(words_per_doc == 0)
+    if len(empty):
+        at = _offsets(doc_len)[empty]
+        ids = np.insert(ids, at, UNK)
+        doc_len[empty] += 1
+        doc_of = np.repeat(np.arange(n_docs), doc_len)
+        is_word = ids != SEP
+    # a sentence starts at each document start and after each SEP
+    starts = np.zeros(len(ids), dtype=bool)
+    starts[_offsets(doc_len)[:-1][doc_len > 0]] = True
+    starts[1:] |= ids[:-1] == SEP
+    sent_of = np.cumsum(starts) - 1  # sentence id of every token, empty sentences included
+    tokens = ids[is_word]
+    sent_of_word = sent_of[is_word]
+    # keep sentences that have words; they appear in order, so run lengths give their sizes
+    new_sentence = np.ones(len(tokens), dtype=bool)
+    new_sentence[1:] = sent_of_word[1:] != sent_of_word[:-1]
+    first_word = np.flatnonzero(new_sentence)
+    sent_len = np.diff(np.append(first_word, len(tokens)))
+    sent_doc = doc_of[is_word][first_word]
+    sentences_per_doc = np.bincount(sent_doc, minlength=n_docs)
+    return tokens.astype(np.int32), _offsets(sent_len), _offsets(sentences_per_doc)
+
+
+def encode_corpus(corpus: Corpus, vocab: Vocabulary, label_map: LabelMap | None) -> EncodedCorpus:
+    """Tokenize and encode raw documents with a fixed vocabulary (labels via ``label_map``)."""
+    if len(corpus) == 0:
+        raise DataError(f"{corpus.source or 'input'}: no documents to encode")
+    strings = documents_to_strings(corpus.texts, corpus.sentences, vocab.text_config)
+    tokens, sent_off, doc_off = encode_ids(vocab.encode_strings(strings))
+    if corpus.labels is not None and label_map is not None:
+        labels = np.asarray(label_map.encode(corpus.labels, corpus.source), dtype=np.int64)
+    else:
+        labels = np.full(len(corpus), -1, dtype=np.int64)
+    return EncodedCorpus(tokens, sent_off, doc_off, labels)
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def default_cache_dir() -> Path:
+    """``$DOCATTN_CACHE`` or ``~/.cache/docattn/encoded``."""
+    return Path(os.environ.get("DOCATTN_CACHE", Path.home() / ".cache" / "docattn" / "encoded"))
+
+
+def fingerprint_path(path: str | Path) -> str:
+    """Content hash of a file; for a folder, a hash of every file's path, size and mtime."""
+    path = Path(path)
+    h = hashlib.sha256()
+    if path.is_file():
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+    elif path.is_dir():
+        for p in sorted(path.rglob("*")):
+            if p.is_file():
+                st = p.stat()
+                h.update(f"{p.relative_to(path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "replace"))
+    else:
+        raise DataError(f"{path}: no such file or folder")
+    return h.hexdigest()
+
+
+def cache_key(settings: dict) -> str:
+    """Stable key of every setting that changes an encoding."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def cached(key: str, build: Callable[[Path], None], root: str | Path | None = None) -> Path:
+    """Folder of cache entry ``key``; ``build(tmp_folder)`` fills it on a miss, then it is renamed in.
+
+    The rename is atomic, so concurrent or killed runs never expose a partial entry.
+    """
+    root = Path(root) if root is not None else default_cache_dir()
+    final = root / key
+    if (final / "COMPLETE").exists():
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
+    try:
+        build(tmp)
+        (tmp / "COMPLETE").write_text("ok")
+        if final.exists():  # an incomplete leftover, or another process finished first
+            if (final / "COMPLETE").exists():
+                return final
+            shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final

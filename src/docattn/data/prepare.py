@@ -1,0 +1,152 @@
+"""From raw splits to encoded arrays: validation split, vocabulary, label map, encoding, cache.
+
+``prepare`` works on in-memory corpora (the Python API); ``prepare_paths`` reads files and
+caches the result keyed by the files' content hashes and every setting that changes the
+encoding, so a second run on the same data reloads memory-mapped arrays without tokenizing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from docattn.data.corpus import Corpus, LabelMap
+from docattn.data.encoding import EncodedCorpus, cache_key, cached, encode_corpus, fingerprint_path
+from docattn.data.splits import stratified_split
+from docattn.data.text import TextConfig, Vocabulary, documents_to_strings, write_json_atomic
+from docattn.errors import DataError
+
+CACHE_VERSION = 1
+
+
+@dataclass
+class DataSettings:
+    """Everything about the data a model depends on; saved in a run's config.json."""
+
+    text: TextConfig = field(default_factory=TextConfig)
+    min_count: int = 5  # words seen fewer times map to UNK (the papers' choice)
+    max_vocab: int | None = None
+    valid_fraction: float = 0.1  # HAN: 10% of train; the HPAN paper: 0.3
+    split_seed: int = 0
+    max_sentences: int | None = None  # hierarchical truncation (None: keep all)
+    max_words: int | None = None  # words per sentence
+    max_tokens: int | None = None  # flat models
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["text"] = self.text.to_json()
+        return d
+
+    @classmethod
+    def from_json(cls, data: dict) -> "DataSettings":
+        data = dict(data)
+        data["text"] = TextConfig.from_json(data.get("text", {}))
+        return cls(**data)
+
+    def encoding_key(self) -> dict:
+        """The settings that change encoded arrays (truncation happens at batch time)."""
+        return {k: v for k, v in self.to_json().items() if k not in ("max_sentences", "max_words", "max_tokens")}
+
+
+@dataclass
+class PreparedData:
+    vocab: Vocabulary
+    labels: LabelMap
+    splits: dict[str, EncodedCorpus]  # "train", "valid" and, when given, "test"
+    info: dict = field(default_factory=dict)  # counts, skipped documents, timings
+
+
+def prepare(
+    train: Corpus, valid: Corpus | None = None, test: Corpus | None = None, settings: DataSettings | None = None
+) -> PreparedData:
+    """Split off validation if needed, build vocabulary and label map on train, encode all splits."""
+    settings = settings or DataSettings()
+    if len(train) == 0:
+        raise DataError(f"{train.source or 'training data'}: no documents")
+    if train.labels is None:
+        raise DataError(f"{train.source or 'training data'}: documents have no labels")
+    t0 = time.perf_counter()
+    if valid is None:
+        tr_idx, va_idx = stratified_split(train.labels, settings.valid_fraction, settings.split_seed)
+        train, valid = train.subset(tr_idx), train.subset(va_idx)
+    label_map = LabelMap.from_labels(train.labels, train.classes)
+    train_strings = documents_to_strings(train.texts, train.sentences, settings.text)
+    vocab = Vocabulary.build(train_strings, settings.text, settings.min_count, settings.max_vocab)
+    splits = {"train": encode_corpus(train, vocab, label_map), "valid": encode_corpus(valid, vocab, label_map)}
+    if test is not None:
+        splits["test"] = encode_corpus(test, vocab, label_map)
+    info = {
+        "documents": {k: len(v) for k, v in splits.items()},
+        "vocab_size": len(vocab),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+    return PreparedData(vocab, label_map, splits, info)
+
+
+def read_inputs(train_path, valid_path=None, test_path=None, reader_options: dict | None = None) -> dict[str, Corpus]:
+    """Train/valid/test corpora from paths; a source holding several splits fills the missing ones."""
+    from docattn.data.readers import read_splits
+
+    opts = reader_options or {}
+    found = read_splits(train_path, **opts)
+    if "train" in found:
+        out = dict(found)
+    elif "all" in found:
+        out = {"train": found["all"]}
+    else:
+        raise DataError(f"{train_path}: no training split (found {sorted(found)})")
+    for name, path in (("valid", valid_path), ("test", test_path)):
+        if path is not None:
+            split = read_splits(path, **opts)
+            out[name] = split.get(name) or split.get("all") or next(iter(split.values()))
+    return out
+
+
+def prepare_paths(
+    train_path,
+    valid_path=None,
+    test_path=None,
+    settings: DataSettings | None = None,
+    reader_options: dict | None = None,
+    cache_dir=None,
+    use_cache: bool = True,
+) -> PreparedData:
+    """``prepare`` for files, cached: the second run with the same inputs reloads arrays only."""
+    settings = settings or DataSettings()
+    paths = {"train": train_path, "valid": valid_path, "test": test_path}
+    key_parts = {
+        "version": CACHE_VERSION,
+        "inputs": {k: fingerprint_path(p) if p is not None else None for k, p in paths.items()},
+        "reader": reader_options or {},
+        "settings": settings.encoding_key(),
+    }
+
+    def build(folder: Path) -> None:
+        corpora = read_inputs(train_path, valid_path, test_path, reader_options)
+        prepared = prepare(corpora["train"], corpora.get("valid"), corpora.get("test"), settings)
+        prepared.info["skipped"] = {k: c.stats for k, c in corpora.items() if c.stats}
+        prepared.vocab.save(folder / "vocab.json")
+        write_json_atomic(folder / "labels.json", prepared.labels.to_json())
+        write_json_atomic(folder / "info.json", prepared.info)
+        for name, enc in prepared.splits.items():
+            enc.save(folder / name)
+
+    if not use_cache:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            build(Path(tmp))
+            return _load_prepared(Path(tmp), mmap=False)
+    folder = cached(cache_key(key_parts), build, cache_dir)
+    return _load_prepared(folder, mmap=True)
+
+
+def _load_prepared(folder: Path, mmap: bool) -> PreparedData:
+    vocab = Vocabulary.load(folder / "vocab.json")
+    labels = LabelMap.from_json(json.loads((folder / "labels.json").read_text(encoding="utf-8")))
+    info = json.loads((folder / "info.json").read_text(encoding="utf-8"))
+    splits = {p.name: EncodedCorpus.load(p, mmap=mmap) for p in sorted(folder.iterdir()) if p.is_dir()}
+    info["cache"] = str(folder)
+    return PreparedData(vocab, labels, splits, info)

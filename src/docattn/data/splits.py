@@ -1,0 +1,37 @@
+"""Validation splits: stratified, seeded, taken from the training split only."""
+
+from __future__ import annotations
+
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from docattn.errors import ConfigError, DataError
+
+
+def stratified_split(labels: Sequence[Hashable], fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(train indices, validation indices): ``fraction`` of each class goes to validation.
+
+    HAN holds out 10% of the training data; the HPAN paper 30%. Classes too small to split
+    keep all their documents in training.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ConfigError(f"validation fraction must be between 0 and 1, got {fraction}")
+    n = len(labels)
+    if n < 2:
+        raise DataError(f"cannot split {n} document(s) into training and validation")
+    rng = np.random.default_rng(seed)
+    _, codes = np.unique(np.asarray([str(x) for x in labels]), return_inverse=True)
+    valid = []
+    for c in range(codes.max() + 1):
+        members = np.flatnonzero(codes == c)
+        rng.shuffle(members)
+        k = int(round(len(members) * fraction))
+        if len(members) >= 2:
+            valid.append(members[: max(k, 1)])
+    valid_idx = np.sort(np.concatenate(valid)) if valid else np.zeros(0, dtype=np.int64)
+    if len(valid_idx) == 0 or len(valid_idx) == n:
+        raise DataError(f"validation split of {fraction:.0%} leaves no documents on one side ({n} documents)")
+    train_mask = np.ones(n, dtype=bool)
+    train_mask[valid_idx] = False
+    return np.flatnonzero(train_mask), valid_idx

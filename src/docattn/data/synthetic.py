@@ -1,0 +1,439 @@
+"""The embedded default corpus: synthetic reviews whose label hides in one or two sentences.
+
+docattn must train and explain offline, so it generates its own data. Each document is 4 to 12
+short review sentences (product and movie flavoured); one of them, sometimes two, decides the
+label and the rest are distractors built from the same templates and vocabulary. The deciding
+words are stored with every document (``Corpus.rationales``), so explanations can be checked
+against ground truth.
+
+Classes come in opposite pairs, taken in this order: ``positive``/``negative``,
+``exciting``/``boring``, ``reliable``/``faulty``; ``n_classes`` takes the first n (2 to 6).
+With an odd n the last class has no partner among the classes used.
+
+The rule, exactly:
+
+* A *cue* is a word of ``CLASS_CUES[c]`` (six per class); the cue lists of the six classes are
+  disjoint and share no word with any other word list of this module.
+* A deciding sentence holds exactly one cue, in the adjective slot of a predicate
+  (``[opener] the battery was [intensifier] [not] CUE [tail] .``). Un-negated, it means the
+  cue's class c. Negated (the negator "not" directly before the cue) it means ``OPPOSITE[c]``,
+  so "not good" means negative and "not boring" means exciting. Only cues of paired classes
+  are ever negated.
+* A document's deciding sentences (one, or two with probability 0.25, at random positions)
+  all mean its label. 40% of the deciding sentences of a paired class are negated, so
+  counting cue words alone gets those wrong: a model must read the word pair.
+* Distractor sentences contain no cue word of any class at all, negated or not. They do
+  contain "not" (before neutral adjectives and verbs), intensifiers and weak decoy words
+  ("okay", "decent", "bored", "broke", ...) in the same slots, so neither "not" nor the shape
+  of a sentence gives the answer away.
+
+Sentences are lists of lowercase tokens (words and the punctuation "," and "." as separate
+tokens); each has 5 to 20 tokens and at least 5 words. ``Corpus.sentences[i]`` joins them with
+single spaces, so ``docattn.data.text``'s word pattern gives the tokens back exactly, and
+``rationales[i] = {"sentences": [...], "words": [[sentence, token], ...]}`` indexes those tokens
+(the negator and the cue of each deciding sentence; never the intensifier).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from bisect import bisect
+from itertools import accumulate
+from pathlib import Path
+from typing import Any, Sequence
+
+from docattn.data.corpus import Corpus
+from docattn.errors import ConfigError
+
+__all__ = [
+    "CLASS_CUES",
+    "DEFAULT_N_TEST",
+    "DEFAULT_N_TRAIN",
+    "INTENSIFIERS",
+    "NEGATORS",
+    "OPPOSITE",
+    "class_names",
+    "make_corpus",
+    "make_splits",
+    "write_jsonl",
+]
+
+# Sizes for the demo: enough for a small hierarchical GRU with attention to pass 95% in a minute.
+DEFAULT_N_TRAIN = 4000
+DEFAULT_N_TEST = 1000
+
+NEGATION_RATE = 0.4  # share of a paired class's deciding sentences that use a negated opposite cue
+TWO_DECIDING_RATE = 0.25  # share of documents with a second, agreeing deciding sentence
+INTENSIFIER_RATE = 0.3  # same in deciding and distractor predicates
+OPENER_RATE, ATTRIBUTE_RATE, TAIL_RATE = 0.3, 0.25, 0.4  # optional parts of a predicate
+PREDICATE_DISTRACTOR_RATE = 0.5  # distractors shaped like deciding sentences, neutral adjective
+DECOY_RATE = 0.3  # predicate distractors whose adjective is a decoy rather than a neutral word
+DISTRACTOR_NEGATION_RATE = 0.4  # negated neutral adjectives, so "not" alone says nothing
+# Distractor phrases are drawn with Zipf-like frequencies (rank r has weight 1 / r**1.5), as in
+# real text: ~450 distinct words, yet few enough distinct bigrams that 4,000 documents teach a
+# bag of bigrams the negation rule. Cues are drawn uniformly so every "not CUE" pair is common.
+ZIPF_EXPONENT = 1.5
+
+CLASS_CUES: dict[str, tuple[str, ...]] = {
+    "positive": ("excellent", "wonderful", "superb", "fantastic", "great", "good"),
+    "negative": ("terrible", "awful", "horrible", "dreadful", "bad", "poor"),
+    "exciting": ("thrilling", "gripping", "exciting", "captivating", "riveting", "engaging"),
+    "boring": ("boring", "dull", "tedious", "bland", "monotonous", "tiresome"),
+    "reliable": ("reliable", "sturdy", "durable", "dependable", "robust", "solid"),
+    "faulty": ("faulty", "broken", "defective", "flimsy", "fragile", "glitchy"),
+}
+CLASS_ORDER: tuple[str, ...] = tuple(CLASS_CUES)
+OPPOSITE: dict[str, str] = {
+    "positive": "negative", "negative": "positive",
+    "exciting": "boring", "boring": "exciting",
+    "reliable": "faulty", "faulty": "reliable",
+}
+# One negator: a second one ("never") halves the examples of each negated pair, and a
+# bag of bigrams then needs twice the data to learn the rule.
+NEGATORS: tuple[str, ...] = ("not",)
+# before a negator or a bare cue ("really not good", "truly good")
+INTENSIFIERS: tuple[str, ...] = (
+    "really", "truly", "simply", "genuinely", "definitely", "certainly", "clearly", "honestly", "absolutely",
+)
+# only before an un-negated adjective ("very good"; "very not good" is not English)
+PLAIN_INTENSIFIERS: tuple[str, ...] = ("very", "extremely", "rather", "pretty", "quite", "so")
+
+# --- vocabulary shared by deciding and distractor sentences (never a cue) -------------------
+
+# products and films interleaved, so both kinds are among the frequent (first) subjects
+_SUBJECTS = [
+    "film", "battery", "movie", "screen", "plot", "camera", "ending", "charger", "soundtrack", "keyboard",
+    "script", "speaker", "sequel", "headset", "cast", "blender", "villain", "kettle", "hero", "vacuum",
+    "dialogue", "lamp", "pacing", "backpack", "trailer", "jacket", "story", "mattress", "episode", "printer",
+    "series", "router", "finale", "laptop", "opening scene", "tablet", "musical score", "watch", "documentary",
+    "toaster", "main character", "drill", "second act", "tent", "cinematography", "stroller", "special effects",
+    "mouse", "monitor", "fridge", "heater", "suitcase", "umbrella", "bicycle", "phone case", "coffee maker",
+    "power bank", "desk chair", "rice cooker", "hair dryer",
+]
+_DETERMINERS = ["the", "this", "that", "my", "our", "their", "his", "her"]
+_NEUTRAL_ADJECTIVES = [
+    "heavy", "light", "large", "small", "big", "tiny", "new", "old", "black", "white", "blue", "red", "grey",
+    "green", "long", "short", "quiet", "loud", "cheap", "expensive", "simple", "modern", "plain", "round",
+    "square", "thin", "thick", "warm", "cold", "bright", "dark", "soft", "hard", "smooth", "shiny", "compact",
+    "wide", "narrow", "tall", "familiar", "typical", "standard", "different", "similar", "ordinary", "common",
+    "recent", "early", "late", "busy", "wooden", "metal", "plastic", "glossy", "foreign", "local", "silent",
+]
+_DECOY_ADJECTIVES = [
+    "fine", "okay", "decent", "fair", "average", "acceptable", "adequate", "reasonable", "mixed", "usual",
+    "alright", "passable", "interesting", "unusual",
+]
+_COPULAS = [
+    "is", "was", "seems", "seemed", "feels", "felt", "looks", "looked", "remains", "remained", "proved",
+    "sounds", "sounded", "became", "stays",
+]
+_OPENERS = [
+    "overall ,", "honestly ,", "in the end ,", "to be fair ,", "after a week ,", "at first ,", "frankly ,",
+    "by the second day ,", "as far as i can tell ,", "according to my brother ,", "in short ,", "still ,",
+    "then again ,", "for the record ,", "to my surprise ,", "as usual ,", "after the update ,", "by then ,",
+]
+_TAILS = [
+    "for the price", "for a first attempt", "compared to the old one", "in my opinion", "most of the time",
+    "after the update", "on the whole", "for what it is", "at least for me", "in daylight",
+    "during the second half", "for a sequel", "to be honest", "on a long trip", "from start to finish",
+    "for a budget model", "even on sale", "according to the reviews", "in the evening", "all things considered",
+]
+_PERSONS = [
+    "i", "we", "my sister", "my brother", "my wife", "my husband", "my son", "my daughter", "a friend",
+    "my neighbour", "my dad", "my mom", "our kids", "the courier", "the seller", "a colleague", "my roommate",
+    "my uncle", "my aunt", "my grandmother",
+]
+_COMPANIONS = ["my parents", "some friends", "the kids", "a neighbour", "my cousin", "the whole family", "two colleagues"]
+_PAST_VERBS = [
+    "bought", "ordered", "returned", "watched", "tested", "unboxed", "borrowed", "carried", "cleaned", "charged",
+    "assembled", "replaced", "rented", "streamed", "paused", "rewatched", "packed", "shipped", "wrapped",
+    "showed", "measured", "weighed", "photographed", "described", "compared", "mentioned", "reviewed",
+]
+_BASE_VERBS = [
+    "use", "open", "watch", "finish", "charge", "return", "assemble", "clean", "set up", "unpack", "try",
+    "install", "register", "pause", "rewind", "fold", "carry", "mount", "update", "adjust",
+]
+_TIMES = [
+    "last week", "yesterday", "on friday", "in march", "this morning", "two days ago", "over the weekend",
+    "after dinner", "before the trip", "during the holidays", "last night", "on monday", "in the spring",
+    "a month ago", "on my birthday",
+]
+_TIME_POINTS = ["yesterday", "last week", "friday", "the weekend", "this morning", "march", "the holidays", "today"]
+_PLACES = [
+    "at home", "in the kitchen", "on the train", "at the office", "in the car", "at the cinema", "in the garden",
+    "on the couch", "at the airport", "in the basement", "on the balcony", "at the store",
+]
+_OBJECTS = [
+    "a cable", "a manual", "a strap", "a pouch", "a remote", "an adapter", "a sticker", "a warranty card",
+    "a spare fuse", "a bonus disc", "a poster", "a booklet", "a screwdriver", "a cloth", "two batteries",
+    "a small bag", "an extra lid", "a coupon",
+]
+_MARKS = ["a scratch", "a sticker", "a label", "a logo", "a dent", "a stripe", "a note", "a thin line", "an arrow"]
+_NUMBERS = ["two", "three", "four", "five", "ten", "twenty", "thirty", "fifty"]
+_UNITS = ["minutes", "hours", "days", "weeks"]
+_FEELINGS = ["bored", "excited", "tired", "hungry", "busy", "curious", "worried", "surprised", "sleepy", "late"]
+_MISHAPS = ["broke", "was lost", "was too old", "was too small", "got stolen", "was too loud", "went missing"]
+
+
+
+class _Pool:
+    """Phrases drawn with Zipf-like frequencies: the first most often, as words are in real text."""
+
+    __slots__ = ("phrases", "_cumulative")
+
+    def __init__(self, phrases: Sequence[str], exponent: float = ZIPF_EXPONENT):
+        self.phrases = [tuple(phrase.split()) for phrase in phrases]  # each phrase as its tokens
+        self._cumulative = list(accumulate(1.0 / (rank + 1) ** exponent for rank in range(len(phrases))))
+
+    def pick(self, rng: random.Random) -> tuple[str, ...]:
+        i = bisect(self._cumulative, rng.random() * self._cumulative[-1])
+        return self.phrases[min(i, len(self.phrases) - 1)]
+
+
+# uppercase slot of a narrative template -> its pool
+_SLOTS: dict[str, _Pool] = {
+    name: _Pool(options)
+    for name, options in {
+        "PERSON": _PERSONS, "COMPANION": _COMPANIONS, "PAST": _PAST_VERBS, "BASE": _BASE_VERBS, "DET": _DETERMINERS,
+        "SUBJECT": _SUBJECTS, "TIME": _TIMES, "POINT": _TIME_POINTS, "PLACE": _PLACES, "OBJECT": _OBJECTS,
+        "MARK": _MARKS, "NUMBER": _NUMBERS, "UNIT": _UNITS, "FEELING": _FEELINGS, "MISHAP": _MISHAPS,
+        "NEUTRAL": _NEUTRAL_ADJECTIVES, "DECOY": _DECOY_ADJECTIVES,
+    }.items()
+}
+_NARRATIVE_TEMPLATES = [
+    "PERSON PAST DET SUBJECT TIME .",
+    "PERSON PAST it PLACE TIME .",
+    "DET SUBJECT came with OBJECT and OBJECT .",
+    "PERSON did not BASE DET SUBJECT until POINT .",
+    "PERSON never PAST DET SUBJECT before .",
+    "it took NUMBER UNIT to BASE DET SUBJECT .",
+    "there was MARK on DET SUBJECT when it arrived .",
+    "PERSON said DET SUBJECT was DECOY .",
+    "PERSON thought DET SUBJECT looked NEUTRAL PLACE .",
+    "PERSON felt FEELING PLACE TIME .",
+    "DET SUBJECT arrived in a box with OBJECT TIME .",
+    "PERSON PAST DET SUBJECT because the old one MISHAP .",
+    "we PAST DET SUBJECT with COMPANION PLACE .",
+    "it cost NUMBER dollars at the store TIME .",
+    "PERSON asked whether DET SUBJECT was NEUTRAL or NEUTRAL .",
+    "i will update this review after NUMBER more UNIT .",
+    "PERSON could not BASE DET SUBJECT PLACE .",
+    "the NEUTRAL version of DET SUBJECT was sold out TIME .",
+]
+_TEMPLATE = _Pool(_NARRATIVE_TEMPLATES, exponent=0.5)  # flatter: every template stays common
+_OPENER, _TAIL, _COPULA = _Pool(_OPENERS), _Pool(_TAILS), _Pool(_COPULAS)
+_DETERMINER, _SUBJECT, _NEUTRAL, _DECOY = _SLOTS["DET"], _SLOTS["SUBJECT"], _SLOTS["NEUTRAL"], _SLOTS["DECOY"]
+_INTENSIFIER, _PLAIN_INTENSIFIER = _Pool(INTENSIFIERS), _Pool(PLAIN_INTENSIFIERS)
+
+_CUE_WORDS = frozenset(word for cues in CLASS_CUES.values() for word in cues)
+MIN_WORDS, MAX_TOKENS = 5, 20
+
+
+def class_names(n_classes: int = 4) -> list[str]:
+    """The first ``n_classes`` class names, in the fixed order models index them."""
+    if not 2 <= n_classes <= len(CLASS_ORDER):
+        raise ConfigError(f"n_classes must be between 2 and {len(CLASS_ORDER)}, got {n_classes}")
+    return list(CLASS_ORDER[:n_classes])
+
+
+def _predicate(rng: random.Random, adjective: str, negator: str | None) -> tuple[list[str], int | None, int]:
+    """``[opener] det [adj] subject copula [intensifier] [negator] ADJECTIVE [tail] .``
+
+    Deciding and distractor predicates come from this one function, so only the adjective
+    (and its negator) tells them apart. Returns the tokens and the negator and adjective positions.
+    """
+    tokens: list[str] = []
+    if rng.random() < OPENER_RATE:
+        tokens += _OPENER.pick(rng)
+    tokens += _DETERMINER.pick(rng)
+    if rng.random() < ATTRIBUTE_RATE:
+        tokens += _NEUTRAL.pick(rng)
+    tokens += _SUBJECT.pick(rng)
+    tokens += _COPULA.pick(rng)
+    if rng.random() < INTENSIFIER_RATE:
+        tokens += (_INTENSIFIER if negator or rng.random() < 0.5 else _PLAIN_INTENSIFIER).pick(rng)
+    negator_at = None
+    if negator is not None:
+        negator_at = len(tokens)
+        tokens.append(negator)
+    adjective_at = len(tokens)
+    tokens.append(adjective)
+    # a tail is optional, unless the sentence would be shorter than MIN_WORDS words
+    if rng.random() < TAIL_RATE or len(tokens) - tokens.count(",") < MIN_WORDS:
+        tokens += _TAIL.pick(rng)
+    tokens.append(".")
+    return tokens, negator_at, adjective_at
+
+
+def _narrative(rng: random.Random) -> list[str]:
+    """A distractor that tells what happened around the purchase or viewing; no cue words."""
+    tokens: list[str] = []
+    for part in _TEMPLATE.pick(rng):
+        if part.isupper():
+            tokens += _SLOTS[part].pick(rng)
+        else:
+            tokens.append(part)
+    return tokens
+
+
+def _distractor(rng: random.Random) -> list[str]:
+    if rng.random() < PREDICATE_DISTRACTOR_RATE:
+        (adjective,) = (_DECOY if rng.random() < DECOY_RATE else _NEUTRAL).pick(rng)
+        negator = rng.choice(NEGATORS) if rng.random() < DISTRACTOR_NEGATION_RATE else None
+        return _predicate(rng, adjective, negator)[0]
+    return _narrative(rng)
+
+
+def _deciding(rng: random.Random, label: str, classes: list[str]) -> tuple[list[str], list[int]]:
+    """A sentence meaning ``label``: its own cue, or a negated cue of its opposite class."""
+    opposite = OPPOSITE[label]
+    if opposite in classes and rng.random() < NEGATION_RATE:
+        tokens, negator_at, cue_at = _predicate(rng, rng.choice(CLASS_CUES[opposite]), rng.choice(NEGATORS))
+        return tokens, [negator_at, cue_at]
+    tokens, _, cue_at = _predicate(rng, rng.choice(CLASS_CUES[label]), None)
+    return tokens, [cue_at]
+
+
+def _document(
+    rng: random.Random, label: str, classes: list[str], min_sentences: int, max_sentences: int
+) -> tuple[list[str], dict[str, list]]:
+    n_sentences = rng.randint(min_sentences, max_sentences)
+    n_deciding = 2 if n_sentences >= 2 and rng.random() < TWO_DECIDING_RATE else 1
+    deciding_at = sorted(rng.sample(range(n_sentences), n_deciding))
+    sentences: list[str] = []
+    words: list[list[int]] = []
+    for s in range(n_sentences):
+        if s in deciding_at:
+            tokens, positions = _deciding(rng, label, classes)
+            words += [[s, t] for t in positions]
+        else:
+            tokens = _distractor(rng)
+        sentences.append(" ".join(tokens))
+    return sentences, {"sentences": deciding_at, "words": words}
+
+
+def _generate(
+    labels: list[str], classes: list[str], rng: random.Random, min_sentences: int, max_sentences: int
+) -> tuple[list[list[str]], list[dict], dict[str, int]]:
+    """Sentences and rationales for ``labels``; every document's text is new (retry on a repeat)."""
+    seen: set[str] = set()
+    all_sentences: list[list[str]] = []
+    rationales: list[dict] = []
+    for label in labels:
+        for _ in range(1000):
+            sentences, rationale = _document(rng, label, classes, min_sentences, max_sentences)
+            text = " ".join(sentences)
+            if text not in seen:
+                break
+        else:
+            raise ConfigError(
+                f"cannot make {len(labels)} distinct documents of {min_sentences} to {max_sentences} sentences;"
+                " allow more sentences per document or ask for fewer documents"
+            )
+        seen.add(text)
+        all_sentences.append(sentences)
+        rationales.append(rationale)
+    stats = {
+        "two_deciding_documents": sum(len(r["sentences"]) == 2 for r in rationales),
+        "negated_deciding_sentences": sum(len(r["words"]) - len(r["sentences"]) for r in rationales),
+    }
+    return all_sentences, rationales, stats
+
+
+def _balanced_labels(n_docs: int, classes: list[str], rng: random.Random) -> list[str]:
+    """Every class n_docs // n_classes times (the remainder spread over the first classes), shuffled."""
+    labels = [classes[i % len(classes)] for i in range(n_docs)]
+    rng.shuffle(labels)
+    return labels
+
+
+def _check_sizes(min_sentences: int, max_sentences: int, **counts: int) -> None:
+    for name, value in counts.items():
+        if value < 0:
+            raise ConfigError(f"{name} must be >= 0, got {value}")
+    if not 1 <= min_sentences <= max_sentences:
+        raise ConfigError(
+            f"need 1 <= min_sentences <= max_sentences, got min_sentences={min_sentences}, max_sentences={max_sentences}"
+        )
+
+
+def _corpus(
+    sentences: list[list[str]], labels: list[str], rationales: list[dict], classes: list[str],
+    first_id: int, source: str, stats: dict[str, int],
+) -> Corpus:
+    return Corpus(
+        texts=[" ".join(doc) for doc in sentences],
+        labels=list(labels),
+        sentences=sentences,
+        ids=[f"synthetic-{first_id + i:06d}" for i in range(len(labels))],
+        source=source,
+        classes=list(classes),
+        stats=stats,
+        rationales=rationales,
+    )
+
+
+def make_corpus(
+    n_docs: int = 2000, n_classes: int = 4, seed: int = 0, min_sentences: int = 4, max_sentences: int = 12
+) -> Corpus:
+    """``n_docs`` distinct synthetic documents, classes balanced; same arguments, same corpus."""
+    classes = class_names(n_classes)
+    _check_sizes(min_sentences, max_sentences, n_docs=n_docs)
+    rng = random.Random(seed)
+    labels = _balanced_labels(n_docs, classes, rng)
+    sentences, rationales, stats = _generate(labels, classes, rng, min_sentences, max_sentences)
+    return _corpus(sentences, labels, rationales, classes, 0, f"synthetic(seed={seed})", stats)
+
+
+def make_splits(
+    n_train: int = DEFAULT_N_TRAIN, n_test: int = DEFAULT_N_TEST, n_classes: int = 4, seed: int = 0, **kw: Any
+) -> dict[str, Corpus]:
+    """``{"train": ..., "test": ...}``: balanced splits with no document in common.
+
+    ``kw`` takes ``min_sentences`` and ``max_sentences`` as in :func:`make_corpus`. Both
+    splits come from one stream, so no text repeats across them and ids do not collide.
+    """
+    classes = class_names(n_classes)
+    min_sentences, max_sentences = kw.pop("min_sentences", 4), kw.pop("max_sentences", 12)
+    if kw:
+        raise ConfigError(f"unknown options for make_splits: {sorted(kw)} (expected min_sentences, max_sentences)")
+    _check_sizes(min_sentences, max_sentences, n_train=n_train, n_test=n_test)
+    rng = random.Random(seed)
+    labels = _balanced_labels(n_train, classes, rng) + _balanced_labels(n_test, classes, rng)
+    sentences, rationales, _ = _generate(labels, classes, rng, min_sentences, max_sentences)
+    splits = {}
+    for name, lo, hi in (("train", 0, n_train), ("test", n_train, n_train + n_test)):
+        part = rationales[lo:hi]
+        stats = {
+            "two_deciding_documents": sum(len(r["sentences"]) == 2 for r in part),
+            "negated_deciding_sentences": sum(len(r["words"]) - len(r["sentences"]) for r in part),
+        }
+        splits[name] = _corpus(
+            sentences[lo:hi], labels[lo:hi], part, classes, lo, f"synthetic(seed={seed})/{name}", stats
+        )
+    return splits
+
+
+def write_jsonl(corpus: Corpus, path: str | os.PathLike) -> Path:
+    """One JSON object per document (text, label, sentences, rationale), replaced atomically.
+
+    Written to ``path.tmp`` first and renamed, so a reader never sees half a file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    n = len(corpus)
+    labels = corpus.labels if corpus.labels is not None else [None] * n
+    sentences = corpus.sentences if corpus.sentences is not None else [None] * n
+    rationales = corpus.rationales if corpus.rationales is not None else [None] * n
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for text, label, sents, rationale in zip(corpus.texts, labels, sentences, rationales):
+                record = {"text": text, "label": label, "sentences": sents, "rationale": rationale}
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,201 @@
+"""Text processing and vocabulary: sentence splitting, word tokenization, PAD/UNK ids.
+
+Sentences are split by blingfire (C++, offline); words are tokenized, counted and mapped to ids
+by a Hugging Face ``tokenizers`` WordLevel model (Rust, batched), so no Python code loops over
+words. A document travels through the tokenizer as one string whose sentences are joined by
+the control character ``SEP`` (``\\x1e``), which the tokenizer keeps as its own token (id 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+from docattn.errors import CheckpointError, ConfigError
+
+PAD, UNK, SEP = 0, 1, 2
+PAD_TOKEN, UNK_TOKEN, SEP_TOKEN = "<pad>", "<unk>", "\x1e"
+SPECIAL_TOKENS = [PAD_TOKEN, UNK_TOKEN, SEP_TOKEN]
+
+# a word is letters/digits with inner apostrophes ("don't"); any other non-space char stands alone
+WORD_PATTERN = r"\w+(?:'\w+)*|[^\w\s]"
+# HCAN's rule: lowercase, keep alphanumerics and . ! ? (which end sentences), drop the rest
+HCAN_DROP_PATTERN = "[^\\p{L}\\p{N}.!?\\s\x1e]"
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    """How raw text becomes tokens; part of every cache key and saved with every model."""
+
+    lowercase: bool = True
+    hcan_clean: bool = False  # HCAN preprocessing: keep alphanumerics and . ! ? only
+    split_sentences: bool = True  # False: each document is a single "sentence"
+    unicode_normalize: bool = True  # NFKC, so full-width and composed forms share ids
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TextConfig":
+        return cls(**data)
+
+
+def _clean_control(text: str) -> str:
+    return text.replace(SEP_TOKEN, " ").replace("\x00", " ")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` (blingfire: handles abbreviations such as Dr., U.S., e.g.)."""
+    import blingfire
+
+    text = _clean_control(text)
+    if not text.strip():
+        return []
+    return [s for s in blingfire.text_to_sentences(text).split("\n") if s.strip()]
+
+
+def join_document(text: str, sentences: Sequence[str] | None, config: TextConfig) -> str:
+    """One tokenizer input per document: sentences joined by SEP (pre-split input respected)."""
+    if sentences is not None:
+        parts = [_clean_control(s) for s in sentences]
+        return f" {SEP_TOKEN} ".join(parts) if config.split_sentences else " ".join(parts)
+    if not config.split_sentences:
+        return _clean_control(text)
+    import blingfire
+
+    text = _clean_control(text)
+    if not text.strip():
+        return ""
+    # blingfire marks sentence ends with newlines; newlines inside the input also end sentences
+    return blingfire.text_to_sentences(text).replace("\n", f" {SEP_TOKEN} ")
+
+
+def documents_to_strings(
+    texts: Sequence[str], sentences: Sequence[Sequence[str] | None] | None, config: TextConfig
+) -> list[str]:
+    """The tokenizer inputs for a list of documents."""
+    if sentences is None:
+        return [join_document(t, None, config) for t in texts]
+    return [join_document(t, s, config) for t, s in zip(texts, sentences)]
+
+
+def _base_tokenizer(config: TextConfig, vocab: dict[str, int] | None):
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK_TOKEN) if vocab else models.WordLevel(unk_token=UNK_TOKEN))
+    steps = []
+    if config.unicode_normalize:
+        steps.append(normalizers.NFKC())
+    if config.lowercase or config.hcan_clean:
+        steps.append(normalizers.Lowercase())
+    if config.hcan_clean:
+        steps.append(normalizers.Replace(Regex(HCAN_DROP_PATTERN), " "))
+    if steps:
+        tok.normalizer = normalizers.Sequence(steps)
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="removed", invert=True)
+    return tok
+
+
+class Vocabulary:
+    """Words seen at least ``min_count`` times in the training split, ids 0=PAD, 1=UNK, 2=SEP.
+
+    Built from training data only; saved as plain JSON (the token list in id order plus the
+    text settings), so a run directory rebuilds the exact tokenizer without pickles.
+    """
+
+    def __init__(self, tokens: list[str], text_config: TextConfig, min_count: int = 5, max_size: int | None = None):
+        if tokens[:3] != SPECIAL_TOKENS:
+            raise CheckpointError("vocabulary must start with the special tokens <pad>, <unk>, \\x1e")
+        self.tokens = tokens
+        self.text_config = text_config
+        self.min_count = min_count
+        self.max_size = max_size
+        self.index = {t: i for i, t in enumerate(tokens)}
+        self._tokenizer = _base_tokenizer(text_config, self.index)
+
+    @classmethod
+    def build(
+        cls,
+        documents: Iterable[str],
+        text_config: TextConfig = TextConfig(),
+        min_count: int = 5,
+        max_size: int | None = None,
+    ) -> "Vocabulary":
+        """Count words of tokenizer-ready ``documents`` (see ``documents_to_strings``) in Rust."""
+        from tokenizers import trainers
+
+        if min_count < 1:
+            raise ConfigError(f"min_count must be >= 1, got {min_count}")
+        tok = _base_tokenizer(text_config, None)
+        trainer = trainers.WordLevelTrainer(
+            vocab_size=(max_size + len(SPECIAL_TOKENS)) if max_size else 2**31 - 1,
+            min_frequency=min_count,
+            special_tokens=SPECIAL_TOKENS,
+            show_progress=False,
+        )
+        tok.train_from_iterator(_batched(documents), trainer)
+        by_id = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+        tokens = SPECIAL_TOKENS + [t for t, _ in by_id if t not in SPECIAL_TOKENS]
+        return cls(tokens, text_config, min_count, max_size)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def encode_strings(self, strings: Sequence[str]) -> list[list[int]]:
+        """Token ids of each tokenizer-ready string (batched, multi-threaded in Rust)."""
+        fast = getattr(self._tokenizer, "encode_batch_fast", None) or self._tokenizer.encode_batch
+        return [e.ids for e in fast(list(strings), add_special_tokens=False)]
+
+    def tokenize(self, string: str) -> list[str]:
+        """Surface tokens of one tokenizer-ready string (for explanations; SEP included)."""
+        return [t for t, _ in self._tokenizer.pre_tokenizer.pre_tokenize_str(self._tokenizer.normalizer.normalize_str(string) if self._tokenizer.normalizer else string)]
+
+    def to_json(self) -> dict:
+        return {
+            "tokens": self.tokens,
+            "text_config": self.text_config.to_json(),
+            "min_count": self.min_count,
+            "max_size": self.max_size,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Vocabulary":
+        try:
+            return cls(data["tokens"], TextConfig.from_json(data["text_config"]), data["min_count"], data["max_size"])
+        except (KeyError, TypeError) as err:
+            raise CheckpointError(f"vocabulary JSON is missing or has a malformed field: {err}") from None
+
+    def save(self, path: str | Path) -> None:
+        write_json_atomic(path, self.to_json())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Vocabulary":
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CheckpointError(f"{path}: vocabulary file not found") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise CheckpointError(f"{path}: vocabulary is not valid JSON ({err})") from None
+        return cls.from_json(data)
+
+
+def _batched(items: Iterable[str], size: int = 1000) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def write_json_atomic(path: str | Path, data) -> None:
+    """Write JSON so that a crash leaves either the old file or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,79 @@
+"""Attention weights of a fitted classifier, aligned with the words a person reads."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from docattn.data.corpus import Corpus
+from docattn.data.text import SEP_TOKEN, documents_to_strings
+
+
+def surface_sentences(vocab, string: str) -> list[list[str]]:
+    """The tokens of one tokenizer-ready document, split into its non-empty sentences.
+
+    Mirrors ``encode_ids``: the same pre-tokenizer, SEP splits, empty sentences dropped, so
+    token j of sentence i lines up with the model's word position (i, j).
+    """
+    sentences, current = [], []
+    for tok in vocab.tokenize(string):
+        if tok == SEP_TOKEN:
+            if current:
+                sentences.append(current)
+            current = []
+        else:
+            current.append(tok)
+    if current:
+        sentences.append(current)
+    return sentences or [["<unk>"]]
+
+
+@torch.inference_mode()
+def explain_documents(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
+    """Prediction, probabilities and per-sentence / per-word attention for each document."""
+    from docattn.training.inference import make_batch, softmax
+
+    model = clf.model
+    model.eval()
+    enc = clf.encode(corpus)
+    strings = documents_to_strings(corpus.texts, corpus.sentences, clf.vocab.text_config)
+    device = next(model.parameters()).device
+    out: list[dict] = []
+    for start in range(0, len(enc), batch_size):
+        docs = np.arange(start, min(start + batch_size, len(enc)))
+        batch = make_batch(enc, docs, model.layout, clf.limits)
+        result = model(batch.to(device), return_attention=True)
+        probs = softmax(result.logits.float().cpu().numpy())
+        att = {k: v.float().cpu().numpy() for k, v in (result.attentions or {}).items() if torch.is_tensor(v)}
+        for row, d in enumerate(docs):
+            sentences = surface_sentences(clf.vocab, strings[d])
+            item = {
+                "id": corpus.ids[d],
+                "prediction": clf.labels.classes[int(probs[row].argmax())],
+                "probabilities": {str(c): float(p) for c, p in zip(clf.labels.classes, probs[row])},
+                "label": corpus.labels[d] if corpus.labels is not None else None,
+                "layout": model.layout,
+            }
+            if model.layout == "hierarchical":
+                n_sent = int(batch.sentence_mask[row].sum())
+                item["sentences"] = []
+                for i, toks in enumerate(sentences[:n_sent]):
+                    item["sentences"].append({
+                        "tokens": toks,
+                        "weight": float(att["sentence"][row, i]) if "sentence" in att else None,
+                        "word_weights": _fit(att["word"][row, i], len(toks)) if "word" in att else None,
+                    })
+            else:
+                tokens = [t for s in sentences for t in s]
+                item["tokens"] = tokens
+                item["token_weights"] = _fit(att["token"][row], len(tokens)) if "token" in att else None
+            out.append(item)
+    return out
+
+
+def _fit(weights: np.ndarray, n: int) -> list[float]:
+    """First ``n`` weights, zero-filled where truncation cut words the model never saw."""
+    out = np.zeros(n, dtype=np.float64)
+    k = min(n, len(weights))
+    out[:k] = weights[:k]
+    return out.tolist()

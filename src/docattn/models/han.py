@@ -1,0 +1,134 @@
+"""HAN: Hierarchical Attention Networks (Yang et al., 2016), with HN-AVE and HN-MAX.
+
+word embeddings -> word BiGRU -> word attention (eq. 5-7) -> sentence vectors s_i
+               -> sentence BiGRU -> sentence attention (eq. 8-10) -> document vector v -> softmax (eq. 11)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+
+from docattn.data.batching import HierarchicalBatch
+from docattn.models import register_model
+from docattn.models.layers import AttentionPooling, PaddedBiGRU, masked_max, masked_mean
+from docattn.models.output import ModelOutput
+
+HAN_PAPER = "Yang et al. 2016, Hierarchical Attention Networks for Document Classification"
+# The paper trains with SGD (momentum 0.9) at a grid-searched rate (`docattn tune`); Adam at 2e-3
+# converges reliably without a search, so it is the default here.
+HAN_TRAINING = {"optimizer": "adam", "lr": 2e-3, "batch_size": 64}
+
+
+@dataclass
+class HANConfig:
+    embedding_dim: int = 200  # paper: 200-d word2vec
+    hidden_size: int = 50  # GRU units per direction (paper: 50)
+    context_dim: int = 100  # size of u_it and of the context vectors u_w, u_s (paper: 100)
+    pooling: str = "attention"  # HN-ATT "attention", HN-AVE "mean", HN-MAX "max"
+    normalizer: str = "softmax"  # "pruned" (HPAN), "sparsemax" / "entmax15" (HSAN)
+    alpha_min: float = 0.05  # HPAN threshold at the word level
+    alpha_min_sentence: float | None = None  # HPAN threshold at the sentence level (None: same)
+    dropout: float = 0.0  # on embeddings and on the document vector (HPAN/HSAN: 0.1)
+    length_groups: int = 4  # word encoder runs on this many length-sorted groups (less padding)
+
+
+class Pooling(nn.Module):
+    """One HAN level's pooling: attention (any normaliser), mean or max over real positions."""
+
+    def __init__(self, dim: int, cfg: HANConfig, alpha_min: float):
+        super().__init__()
+        self.kind = cfg.pooling
+        if self.kind == "attention":
+            self.attention = AttentionPooling(dim, cfg.context_dim, cfg.normalizer, alpha_min)
+        elif self.kind not in ("mean", "max"):
+            raise ValueError(f"pooling must be attention, mean or max, got {self.kind!r}")
+
+    def forward(self, h, mask):
+        """h (N, T, D), mask (N, T) -> pooled (N, D), weights (N, T) or None, pruned mask or None."""
+        if self.kind == "attention":
+            return self.attention(h, mask)
+        return (masked_mean(h, mask) if self.kind == "mean" else masked_max(h, mask)), None, None
+
+
+class HAN(nn.Module):
+    layout = "hierarchical"
+
+    def __init__(self, vocab_size: int, num_classes: int, **hparams):
+        super().__init__()
+        self.config = cfg = HANConfig(**hparams)
+        self.num_classes = num_classes
+        self.embedding = nn.Embedding(vocab_size, cfg.embedding_dim, padding_idx=0)
+        self.word_encoder = PaddedBiGRU(cfg.embedding_dim, cfg.hidden_size)
+        self.word_pool = Pooling(2 * cfg.hidden_size, cfg, cfg.alpha_min)
+        self.sentence_encoder = PaddedBiGRU(2 * cfg.hidden_size, cfg.hidden_size)
+        sentence_alpha = cfg.alpha_min if cfg.alpha_min_sentence is None else cfg.alpha_min_sentence
+        self.sentence_pool = Pooling(2 * cfg.hidden_size, cfg, sentence_alpha)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.classifier = nn.Linear(2 * cfg.hidden_size, num_classes)
+
+    def hparams(self) -> dict:
+        return asdict(self.config)
+
+    def encode_sentences(self, words: torch.Tensor, word_mask: torch.Tensor):
+        """Sentence vectors (S, 2H) from word ids (S, W), with word weights (S, W) and pruned mask."""
+        S, W = words.shape
+        groups = self.config.length_groups if S >= 4 * self.config.length_groups else 1
+        if groups <= 1:
+            return self._encode_group(words, word_mask)
+        # sentences of a batch vary a lot in length: encode length-sorted groups, each padded only
+        # to its own longest sentence, then put every row back in place
+        lengths = word_mask.sum(1)
+        order = torch.argsort(lengths)
+        out = torch.empty(S, self.word_encoder.output_size, device=words.device)
+        weights = torch.zeros(S, W, device=words.device)
+        pruned = torch.zeros(S, W, dtype=torch.bool, device=words.device)
+        for rows in torch.tensor_split(order, groups):
+            w_max = int(lengths[rows].max())
+            s, a, p = self._encode_group(words[rows, :w_max], word_mask[rows, :w_max])
+            out = out.index_copy(0, rows, s.to(out.dtype))
+            if a is not None:
+                weights[rows, :w_max] = a.to(weights.dtype)
+            if p is not None:
+                pruned[rows, :w_max] = p
+        has_weights = self.word_pool.kind == "attention"
+        return out, (weights if has_weights else None), (pruned if self.config.normalizer == "pruned" else None)
+
+    def _encode_group(self, words, word_mask):
+        x = self.dropout(self.embedding(words))  # (S, W, E)
+        h = self.word_encoder(x, word_mask)  # (S, W, 2H)   eq. 2-4
+        return self.word_pool(h, word_mask)  # (S, 2H)      eq. 5-7
+
+    def forward(self, batch: HierarchicalBatch, return_attention: bool = False) -> ModelOutput:
+        s, word_w, word_pruned = self.encode_sentences(batch.words, batch.word_mask)  # (S, 2H)
+        sent = s[batch.sentence_index]  # (B, L, 2H): sentences back in document order
+        mask = batch.sentence_mask  # (B, L)
+        h = self.sentence_encoder(sent, mask)  # (B, L, 2H)   eq. 8
+        v, sent_w, sent_pruned = self.sentence_pool(h, mask)  # (B, 2H)   eq. 9-10
+        logits = self.classifier(self.dropout(v))  # (B, C)   eq. 11
+        out = ModelOutput(logits=logits)
+        if word_pruned is not None:
+            out.stats["pruned_words"] = word_pruned.sum() / batch.word_mask.sum()
+            out.stats["pruned_sentences"] = sent_pruned.sum() / mask.sum()
+        if return_attention:
+            att = {}
+            if word_w is not None:
+                att["word"] = word_w[batch.sentence_index] * mask.unsqueeze(-1)  # (B, L, W)
+                att["sentence"] = sent_w  # (B, L)
+            out.attentions = att
+        return out
+
+
+def _variant(name: str, description: str, **defaults):
+    @register_model(name, description=description, paper=HAN_PAPER, layout="hierarchical", training=HAN_TRAINING, **defaults)
+    def build(vocab_size: int, num_classes: int, **hparams) -> HAN:
+        return HAN(vocab_size, num_classes, **hparams)
+
+    return build
+
+
+_variant("han", "HN-ATT: word and sentence BiGRU with additive attention at both levels", pooling="attention")
+_variant("han-ave", "HN-AVE: HAN with mean pooling instead of attention", pooling="mean")
+_variant("han-max", "HN-MAX: HAN with max pooling instead of attention", pooling="max")

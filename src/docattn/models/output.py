@@ -1,0 +1,21 @@
+"""The one output type every model returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class ModelOutput:
+    """``logits`` always; ``attentions`` only when asked for (``return_attention=True``).
+
+    Attention keys by model family: "word" (B, L, W) and "sentence" (B, L) for hierarchical
+    models, "token" (B, T) for flat pooling, "self" lists of (B, heads, T, T) matrices.
+    ``stats`` carries cheap diagnostics such as the share of pruned weights.
+    """
+
+    logits: torch.Tensor  # (B, num_classes)
+    attentions: dict[str, torch.Tensor] | None = None
+    stats: dict[str, torch.Tensor] = field(default_factory=dict)

@@ -1,0 +1,62 @@
+"""Training options shared by every neural model (saved in a run's config.json)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from docattn.errors import ConfigError
+
+
+@dataclass
+class TrainConfig:
+    max_epochs: int = 10
+    batch_size: int = 64  # documents per batch (HAN: 64)
+    optimizer: str = "adam"  # "sgd" (momentum), "adam", "adamw"
+    lr: float = 1e-3
+    momentum: float = 0.9  # SGD only
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)  # Adam/AdamW
+    embedding_lr: float | None = None  # separate learning rate for the embedding layer (SANet: 0.001)
+    embedding_momentum: float | None = None  # SGD momentum for the embeddings (SANet: 0)
+    schedule: str = "none"  # "none", "step", "multistep", "cosine"
+    step_size: int = 10  # epochs between decays ("step")
+    milestones: list[int] = field(default_factory=list)  # epochs ("multistep", CSPAN: 20, 25)
+    gamma: float = 0.1
+    grad_clip: float | None = 5.0  # gradient norm clipping
+    val_every_n_steps: int | None = None  # None: validate after each epoch
+    monitor: str = "val_acc"  # "val_acc", "val_macro_f1" or "val_loss"
+    patience: int | None = None  # early stopping after this many validations without improvement
+    seed: int = 0
+    accelerator: str = "auto"  # "auto", "cpu", "gpu"
+    devices: int | str = 1
+    num_nodes: int = 1
+    strategy: str = "auto"  # "ddp" for data parallel over devices / nodes
+    precision: str | None = None  # None: bf16-mixed on CUDA, 32 elsewhere
+    embeddings: str = "word2vec"  # "word2vec" (trained on the training split), "random", or a vector file path
+    freeze_embeddings: bool = False
+    word2vec_epochs: int = 5
+    max_time: float | None = None  # seconds; training stops at the budget and keeps the best model
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.optimizer not in ("sgd", "adam", "adamw"):
+            raise ConfigError(f"optimizer must be sgd, adam or adamw, got {self.optimizer!r}")
+        if self.schedule not in ("none", "step", "multistep", "cosine"):
+            raise ConfigError(f"schedule must be none, step, multistep or cosine, got {self.schedule!r}")
+        if self.monitor not in ("val_acc", "val_macro_f1", "val_loss"):
+            raise ConfigError(f"monitor must be val_acc, val_macro_f1 or val_loss, got {self.monitor!r}")
+        if self.batch_size < 1 or self.max_epochs < 1 or self.lr <= 0:
+            raise ConfigError("batch_size and max_epochs must be >= 1 and lr > 0")
+        self.betas = tuple(self.betas)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TrainConfig":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    @classmethod
+    def field_names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}

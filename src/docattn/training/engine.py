@@ -1,0 +1,330 @@
+"""Training on Lightning: optimisers and schedules, validation, best model, resume, DDP, bf16.
+
+Lightning runs the loop, devices, precision and data parallelism; docattn supplies the model,
+its bucketed batches (one sampler that is also rank-aware under DDP), and three callbacks:
+the best-so-far weights by a validation metric, a metrics CSV and documents/s.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import time
+import warnings
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+
+from docattn.data.batching import BucketBatchSampler, bucket_keys
+from docattn.data.encoding import EncodedCorpus
+from docattn.training.config import TrainConfig
+from docattn.training.inference import make_batch
+from docattn.training.metrics import confusion_matrix
+
+
+class _Indices(torch.utils.data.Dataset):
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+class _Collate:
+    """Turns a list of document indices into the model's batch layout (picklable for workers)."""
+
+    def __init__(self, corpus: EncodedCorpus, layout: str, limits: dict):
+        self.corpus, self.layout, self.limits = corpus, layout, limits
+
+    def __call__(self, documents: list[int]):
+        return make_batch(self.corpus, documents, self.layout, self.limits)
+
+
+def _loader(corpus: EncodedCorpus, layout: str, limits: dict, batch_size: int, shuffle: bool, seed: int, trainer, pad: bool):
+    keys = bucket_keys(corpus, layout)
+    if layout == "hierarchical" and (limits.get("max_sentences") or limits.get("max_words")):
+        keys = np.minimum(keys, [limits.get("max_sentences") or np.inf, limits.get("max_words") or np.inf])
+    elif layout == "flat" and limits.get("max_tokens"):
+        keys = np.minimum(keys, limits["max_tokens"])
+    world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+    sampler = BucketBatchSampler(keys, batch_size, shuffle=shuffle, seed=seed, num_replicas=world if pad else 1, rank=rank if pad else 0)
+    if not pad and world > 1:  # evaluation: each rank takes every world-th batch, no document twice
+        sampler = _Strided(sampler, world, rank)
+    return torch.utils.data.DataLoader(_Indices(len(corpus)), batch_sampler=sampler, collate_fn=_Collate(corpus, layout, limits))
+
+
+class _Strided(torch.utils.data.Sampler):
+    def __init__(self, inner, world: int, rank: int):
+        self.inner, self.world, self.rank = inner, world, rank
+
+    def __iter__(self):
+        for i, b in enumerate(self.inner):
+            if i % self.world == self.rank:
+                yield b
+
+    def __len__(self) -> int:
+        return len(range(self.rank, len(self.inner), self.world))
+
+
+class DocumentData(L.LightningDataModule):
+    def __init__(self, train: EncodedCorpus, valid: EncodedCorpus, layout: str, limits: dict, cfg: TrainConfig):
+        super().__init__()
+        self.train, self.valid, self.layout, self.limits, self.cfg = train, valid, layout, limits, cfg
+
+    def train_dataloader(self):
+        return _loader(self.train, self.layout, self.limits, self.cfg.batch_size, True, self.cfg.seed, self.trainer, pad=True)
+
+    def val_dataloader(self):
+        return _loader(self.valid, self.layout, self.limits, max(self.cfg.batch_size, 128), False, 0, self.trainer, pad=False)
+
+
+class ClassifierModule(L.LightningModule):
+    """Cross-entropy training of any docattn model; validation accuracy, macro-F1 and loss."""
+
+    def __init__(self, model: torch.nn.Module, cfg: TrainConfig):
+        super().__init__()
+        self.model, self.cfg = model, cfg
+        self._val = []
+
+    def transfer_batch_to_device(self, batch, device, dataloader_idx):
+        return batch.to(device)
+
+    def training_step(self, batch, batch_idx):
+        out = self.model(batch)
+        loss = F.cross_entropy(out.logits.float(), batch.labels)
+        self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch))
+        for name, value in out.stats.items():
+            self.log(name, value, on_step=False, on_epoch=True, batch_size=len(batch))
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        logits = self.model(batch).logits.float()
+        loss = F.cross_entropy(logits, batch.labels, reduction="sum")
+        self._val.append((batch.labels, logits.argmax(-1), loss))
+
+    def on_validation_epoch_end(self):
+        k = self.model.num_classes
+        if self._val:
+            gold = torch.cat([g for g, _, _ in self._val])
+            pred = torch.cat([p for _, p, _ in self._val])
+            cm = torch.bincount(gold * k + pred, minlength=k * k).reshape(k, k).double()
+            loss_sum = torch.stack([l for _, _, l in self._val]).sum().double()
+        else:
+            cm, loss_sum = torch.zeros(k, k, dtype=torch.double, device=self.device), torch.zeros((), dtype=torch.double, device=self.device)
+        self._val = []
+        if self.trainer.world_size > 1:  # every rank saw different documents: add their counts up
+            cm = self.trainer.strategy.reduce(cm, reduce_op="sum")
+            loss_sum = self.trainer.strategy.reduce(loss_sum, reduce_op="sum")
+        total = cm.sum().clamp_min(1)
+        tp = cm.diag()
+        prec = tp / cm.sum(0).clamp_min(1)
+        rec = tp / cm.sum(1).clamp_min(1)
+        f1 = 2 * prec * rec / (prec + rec).clamp_min(1e-12)
+        present = cm.sum(1) > 0
+        self.log("val_acc", (tp.sum() / total).float(), prog_bar=True)
+        self.log("val_macro_f1", f1[present].mean().float())
+        self.log("val_loss", (loss_sum / total).float())
+
+    def configure_optimizers(self):
+        cfg = self.cfg
+        emb = [p for n, p in self.model.named_parameters() if n.startswith("embedding.") and p.requires_grad]
+        rest = [p for n, p in self.model.named_parameters() if not n.startswith("embedding.") and p.requires_grad]
+        groups = [{"params": rest}]
+        if emb:
+            g = {"params": emb}
+            if cfg.embedding_lr is not None:
+                g["lr"] = cfg.embedding_lr
+            if cfg.embedding_momentum is not None and cfg.optimizer == "sgd":
+                g["momentum"] = cfg.embedding_momentum
+            groups.append(g)
+        if cfg.optimizer == "sgd":
+            opt = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        elif cfg.optimizer == "adam":
+            opt = torch.optim.Adam(groups, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+        else:
+            opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+        if cfg.schedule == "none":
+            return opt
+        if cfg.schedule == "step":
+            sched = torch.optim.lr_scheduler.StepLR(opt, cfg.step_size, cfg.gamma)
+        elif cfg.schedule == "multistep":
+            sched = torch.optim.lr_scheduler.MultiStepLR(opt, cfg.milestones, cfg.gamma)
+        else:
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.max_epochs)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+
+
+class BestWeights(Callback):
+    """Keeps the weights of the best validation so far (and calls ``on_best`` with them on rank 0)."""
+
+    def __init__(self, monitor: str, on_best=None):
+        self.monitor, self.on_best = monitor, on_best
+        self.mode = "min" if monitor == "val_loss" else "max"
+        self.best_score: float | None = None
+        self.best_state: dict | None = None
+        self.best_metrics: dict = {}
+
+    def on_validation_end(self, trainer, pl_module):
+        if trainer.sanity_checking:
+            return
+        score = float(trainer.callback_metrics[self.monitor])
+        better = self.best_score is None or (score < self.best_score if self.mode == "min" else score > self.best_score)
+        if better:
+            self.best_score = score
+            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in pl_module.model.state_dict().items()}
+            self.best_metrics = {k: float(trainer.callback_metrics[k]) for k in ("val_acc", "val_macro_f1", "val_loss")}
+            self.best_metrics.update(epoch=trainer.current_epoch, step=trainer.global_step)
+            if self.on_best is not None and trainer.is_global_zero:
+                self.on_best(pl_module.model, self.best_metrics)
+
+    def state_dict(self):
+        return {"best_score": self.best_score, "best_metrics": self.best_metrics}
+
+    def load_state_dict(self, state):
+        self.best_score = state.get("best_score")
+        self.best_metrics = state.get("best_metrics", {})
+
+
+class MetricsLog(Callback):
+    """One CSV row per validation: epoch, step, losses, accuracy, macro-F1, documents/s, elapsed time."""
+
+    COLUMNS = ["epoch", "step", "train_loss", "val_loss", "val_acc", "val_macro_f1", "train_docs_per_s", "elapsed_s", "lr"]
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.rows: list[dict] = []
+        self.docs = 0
+        self.busy = 0.0
+        self._t0 = time.perf_counter()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self._tb = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        dt = time.perf_counter() - self._tb
+        self.docs += len(batch) * trainer.world_size
+        self.busy += dt
+        pl_module.log("docs/s", len(batch) * trainer.world_size / max(dt, 1e-9), prog_bar=True, on_step=True, on_epoch=False)
+
+    def on_validation_end(self, trainer, pl_module):
+        if trainer.sanity_checking:
+            return
+        m = trainer.callback_metrics
+        row = {
+            "epoch": trainer.current_epoch,
+            "step": trainer.global_step,
+            "train_loss": float(m["train_loss_epoch"]) if "train_loss_epoch" in m else (float(m["train_loss_step"]) if "train_loss_step" in m else float("nan")),
+            "val_loss": float(m["val_loss"]),
+            "val_acc": float(m["val_acc"]),
+            "val_macro_f1": float(m["val_macro_f1"]),
+            "train_docs_per_s": self.docs / max(self.busy, 1e-9),
+            "elapsed_s": time.perf_counter() - self._t0,
+            "lr": trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else float("nan"),
+        }
+        self.rows.append(row)
+        if self.path is not None and trainer.is_global_zero:
+            new = not self.path.exists()
+            with open(self.path, "a", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=self.COLUMNS)
+                if new:
+                    w.writeheader()
+                w.writerow({k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()})
+
+
+@dataclass
+class FitResult:
+    best_metrics: dict
+    history: list[dict]
+    train_docs_per_s: float
+    train_seconds: float
+    stopped_on_budget: bool
+    is_global_zero: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+def resolve_precision(cfg: TrainConfig) -> str:
+    if cfg.precision:
+        return cfg.precision
+    wants_gpu = cfg.accelerator in ("gpu", "cuda") or (cfg.accelerator == "auto" and torch.cuda.is_available())
+    return "bf16-mixed" if wants_gpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
+
+
+def fit(
+    model: torch.nn.Module,
+    train: EncodedCorpus,
+    valid: EncodedCorpus,
+    cfg: TrainConfig,
+    limits: dict,
+    run_dir: Path | None = None,
+    resume: bool = False,
+    on_best=None,
+) -> FitResult:
+    """Train ``model`` in place; on return it holds the best validation weights."""
+    # Lightning's start-up banners and a warning about our own batch transfer are noise for users
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*transfer_batch_to_device.*")
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    L.seed_everything(cfg.seed, verbose=False)
+    module = ClassifierModule(model, cfg)
+    data = DocumentData(train, valid, model.layout, limits, cfg)
+    best = BestWeights(cfg.monitor, on_best)
+    log = MetricsLog(run_dir / "metrics.csv" if run_dir is not None else None)
+    callbacks: list[Callback] = [best, log]
+    if cfg.patience:
+        callbacks.append(EarlyStopping(cfg.monitor, patience=cfg.patience, mode=best.mode))
+    ckpt_dir = run_dir / "checkpoints" if run_dir is not None else None
+    if ckpt_dir is not None:
+        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", save_top_k=0, save_last=True, enable_version_counter=False))
+    if cfg.progress:
+        from lightning.pytorch.callbacks import RichProgressBar
+
+        callbacks.append(RichProgressBar(leave=True))
+    n_train_batches = max(1, -(-len(train) // cfg.batch_size))
+    val_interval = None
+    if cfg.val_every_n_steps:
+        val_interval = min(cfg.val_every_n_steps, n_train_batches)
+    trainer = L.Trainer(
+        max_epochs=cfg.max_epochs,
+        accelerator=cfg.accelerator,
+        devices=cfg.devices,
+        num_nodes=cfg.num_nodes,
+        strategy=cfg.strategy,
+        precision=resolve_precision(cfg),
+        gradient_clip_val=cfg.grad_clip,
+        val_check_interval=val_interval,
+        max_time=timedelta(seconds=cfg.max_time) if cfg.max_time else None,
+        logger=False,
+        callbacks=callbacks,
+        enable_checkpointing=ckpt_dir is not None,
+        enable_progress_bar=cfg.progress,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        use_distributed_sampler=False,
+        default_root_dir=str(run_dir) if run_dir is not None else None,
+    )
+    ckpt_path = None
+    if resume and ckpt_dir is not None and (ckpt_dir / "last.ckpt").exists():
+        ckpt_path = str(ckpt_dir / "last.ckpt")
+    t0 = time.perf_counter()
+    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+    seconds = time.perf_counter() - t0
+    if best.best_state is not None:
+        model.load_state_dict(best.best_state)
+    return FitResult(
+        best_metrics=best.best_metrics,
+        history=log.rows,
+        train_docs_per_s=log.docs / max(log.busy, 1e-9),
+        train_seconds=seconds,
+        stopped_on_budget=bool(cfg.max_time) and seconds >= cfg.max_time,
+        is_global_zero=trainer.is_global_zero,
+    )

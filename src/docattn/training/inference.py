@@ -1,0 +1,46 @@
+"""Batched inference over an encoded corpus, in bucketed order, results back in input order."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from docattn.data.batching import BucketBatchSampler, bucket_keys, flat_batch, hierarchical_batch
+from docattn.data.encoding import EncodedCorpus
+
+
+def make_batch(corpus: EncodedCorpus, documents, layout: str, limits: dict):
+    """The batch layout a model asks for, truncated by the run's data settings."""
+    if layout == "hierarchical":
+        return hierarchical_batch(corpus, documents, limits.get("max_sentences"), limits.get("max_words"))
+    return flat_batch(corpus, documents, limits.get("max_tokens"))
+
+
+def iter_batches(corpus: EncodedCorpus, layout: str, batch_size: int, limits: dict) -> Iterator:
+    """Length-bucketed batches of every document once, unshuffled."""
+    sampler = BucketBatchSampler(bucket_keys(corpus, layout), batch_size, shuffle=False)
+    for docs in sampler:
+        yield make_batch(corpus, docs, layout, limits)
+
+
+@torch.inference_mode()
+def predict_logits(model, corpus: EncodedCorpus, batch_size: int = 256, limits: dict | None = None, device=None) -> np.ndarray:
+    """(n_documents, n_classes) logits in corpus order."""
+    limits = limits or {}
+    device = device or next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out = np.zeros((len(corpus), model.num_classes), dtype=np.float32)
+    for batch in iter_batches(corpus, model.layout, batch_size, limits):
+        docs = batch.documents.numpy()
+        out[docs] = model(batch.to(device)).logits.float().cpu().numpy()
+    model.train(was_training)
+    return out
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)

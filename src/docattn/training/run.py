@@ -1,0 +1,118 @@
+"""A run directory: config.json, vocab.json, model.safetensors, metrics.csv. Loading never unpickles."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from docattn import __version__
+from docattn.data.corpus import LabelMap
+from docattn.data.prepare import DataSettings
+from docattn.data.text import Vocabulary, write_json_atomic
+from docattn.errors import CheckpointError
+from docattn.training.config import TrainConfig
+
+CONFIG, VOCAB, WEIGHTS = "config.json", "vocab.json", "model.safetensors"
+
+
+@dataclass
+class Run:
+    model_name: str
+    model: torch.nn.Module
+    vocab: Vocabulary
+    labels: LabelMap
+    data: DataSettings
+    training: TrainConfig
+    config: dict  # the whole config.json (metrics and results included)
+
+
+def save_weights(model: torch.nn.Module, path: Path) -> None:
+    """Weights as safetensors, written to a temporary file and renamed (a crash never truncates)."""
+    from safetensors.torch import save_file
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    save_file(state, str(tmp), metadata={"docattn_version": __version__})
+    os.replace(tmp, path)
+
+
+def save_run(run_dir, model_name: str, model, vocab: Vocabulary, labels: LabelMap, data: DataSettings,
+             training: TrainConfig, results: dict | None = None, weights: bool = True) -> Path:
+    """Write (or update) a run directory that ``load_run`` and every CLI command can use."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    vocab.save(run_dir / VOCAB)
+    hparams = model.hparams() if hasattr(model, "hparams") else {}
+    config = {
+        "docattn_version": __version__,
+        "model": model_name,
+        "hparams": hparams,
+        "num_classes": len(labels),
+        "vocab_size": len(vocab),
+        "labels": labels.to_json(),
+        "data": data.to_json(),
+        "training": training.to_json(),
+        "results": results or {},
+    }
+    write_json_atomic(run_dir / CONFIG, config)
+    if weights and hasattr(model, "save_artifacts"):  # non-neural baselines: their own arrays
+        model.save_artifacts(run_dir)
+    elif weights:
+        save_weights(model, run_dir / WEIGHTS)
+    return run_dir
+
+
+def read_config(run_dir) -> dict:
+    path = Path(run_dir) / CONFIG
+    if not Path(run_dir).is_dir():
+        raise CheckpointError(f"{run_dir}: not a run directory (no such folder)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{run_dir}: not a run directory ({CONFIG} missing)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{path}: corrupt config ({err})") from None
+
+
+def load_run(run_dir, device: str | torch.device = "cpu") -> Run:
+    """Rebuild the model from config.json and load its safetensors weights, checking they match."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    from docattn.models import create_model
+
+    run_dir = Path(run_dir)
+    config = read_config(run_dir)
+    try:
+        name, hparams = config["model"], config["hparams"]
+        labels = LabelMap.from_json(config["labels"])
+        data = DataSettings.from_json(config["data"])
+        training = TrainConfig.from_json(config["training"])
+    except (KeyError, TypeError) as err:
+        raise CheckpointError(f"{run_dir / CONFIG}: missing or malformed field {err}") from None
+    vocab = Vocabulary.load(run_dir / VOCAB)
+    if len(vocab) != config.get("vocab_size", len(vocab)):
+        raise CheckpointError(f"{run_dir}: vocabulary has {len(vocab)} words but config.json says {config['vocab_size']}")
+    model = create_model(name, vocab_size=len(vocab), num_classes=len(labels), **hparams)
+    if hasattr(model, "load_artifacts"):  # non-neural baselines keep their own arrays
+        model.load_artifacts(run_dir)
+    else:
+        weights = run_dir / WEIGHTS
+        if not weights.exists():
+            raise CheckpointError(f"{run_dir}: {WEIGHTS} missing")
+        try:
+            state = load_file(str(weights))
+        except (SafetensorError, OSError) as err:
+            raise CheckpointError(f"{weights}: unreadable or truncated weights ({err})") from None
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as err:
+            first = str(err).strip().splitlines()
+            raise CheckpointError(f"{weights}: weights do not match model {name!r} ({' '.join(first[:3])[:300]})") from None
+        model.to(device)
+    model.eval()
+    return Run(name, model, vocab, labels, data, training, config)

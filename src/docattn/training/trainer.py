@@ -1,0 +1,98 @@
+"""One training run end to end: embeddings, fitting, best weights on disk, test evaluation."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from docattn.data.prepare import PreparedData
+from docattn.errors import ConfigError
+
+
+def init_embeddings(model, data: PreparedData, cfg) -> dict:
+    """Fill ``model.embedding`` per ``cfg.embeddings``: word2vec on the training split, a file, or random."""
+    info: dict = {"embeddings": cfg.embeddings}
+    emb = getattr(model, "embedding", None)
+    if emb is None or cfg.embeddings == "random":
+        return info
+    dim = emb.weight.shape[1]
+    t0 = time.perf_counter()
+    if cfg.embeddings == "word2vec":
+        from docattn.data.embeddings import train_word2vec
+
+        matrix = train_word2vec(data.splits["train"], data.vocab, dim=dim, epochs=cfg.word2vec_epochs, seed=cfg.seed)
+    else:
+        from docattn.data.embeddings import load_vectors
+
+        matrix, coverage = load_vectors(cfg.embeddings, data.vocab, data.splits["train"], seed=cfg.seed)
+        if matrix.shape[1] != dim:
+            raise ConfigError(f"{cfg.embeddings}: vectors are {matrix.shape[1]}-d but the model's embedding is {dim}-d (set embedding_dim={matrix.shape[1]})")
+        info["coverage"] = {"words": coverage.words_found, "vocab_share": coverage.vocab_share, "token_share": coverage.token_share}
+    with torch.no_grad():
+        emb.weight.copy_(torch.from_numpy(matrix))
+    emb.weight.requires_grad_(not cfg.freeze_embeddings)
+    info["embedding_seconds"] = round(time.perf_counter() - t0, 2)
+    return info
+
+
+def evaluate_encoded(clf, enc) -> dict:
+    """Classification report of a fitted classifier on an encoded, labelled split."""
+    from docattn.training.inference import predict_logits, softmax
+    from docattn.training.metrics import classification_report
+
+    t0 = time.perf_counter()
+    if hasattr(clf.model, "predict_proba_encoded"):
+        probs = clf.model.predict_proba_encoded(enc)
+    else:
+        probs = softmax(predict_logits(clf.model, enc, 256, clf.limits))
+    seconds = time.perf_counter() - t0
+    report = classification_report(np.asarray(enc.labels), probs.argmax(1), clf.labels.classes)
+    report["inference_docs_per_s"] = len(enc) / max(seconds, 1e-9)
+    return report
+
+
+def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bool = False) -> dict:
+    """Train ``clf.model`` on ``data``; with ``run_dir``, keep the best weights there as training goes."""
+    from docattn.training.run import save_run, save_weights
+
+    cfg = clf.train_config
+    model = clf.model
+    results: dict = {"data": data.info}
+    if hasattr(model, "fit_encoded"):  # non-neural baselines train in one call
+        t0 = time.perf_counter()
+        model.fit_encoded(data.splits["train"], data.vocab)
+        results["train_seconds"] = time.perf_counter() - t0
+        results["valid"] = _brief(evaluate_encoded(clf, data.splits["valid"]))
+    else:
+        from docattn.training.engine import fit
+
+        if not resume:
+            results.update(init_embeddings(model, data, cfg))
+        if run_dir is not None:
+            save_run(run_dir, clf.model_name, model, clf.vocab, clf.labels, clf.data_settings, cfg, results, weights=False)
+
+        def on_best(m, metrics):
+            if run_dir is not None:
+                save_weights(m, run_dir / "model.safetensors")
+
+        res = fit(model, data.splits["train"], data.splits["valid"], cfg, clf.limits, run_dir, resume, on_best)
+        results.update(
+            best=res.best_metrics,
+            train_seconds=res.train_seconds,
+            train_docs_per_s=res.train_docs_per_s,
+            stopped_on_budget=res.stopped_on_budget,
+        )
+        results["is_global_zero"] = res.is_global_zero
+        model.to("cpu")
+    if "test" in data.splits and (data.splits["test"].labels >= 0).all():
+        results["test"] = _brief(evaluate_encoded(clf, data.splits["test"]))
+    if run_dir is not None and results.get("is_global_zero", True):
+        save_run(run_dir, clf.model_name, model, clf.vocab, clf.labels, clf.data_settings, cfg, results)
+    return results
+
+
+def _brief(report: dict) -> dict:
+    return {k: report[k] for k in ("documents", "accuracy", "macro_f1", "inference_docs_per_s")}

@@ -1,0 +1,143 @@
+"""The docattn command: fast help, the main verbs end to end, one-line errors, real data stats."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from docattn.cli import app
+from docattn.data import synthetic
+
+DOCATTN = [sys.executable, "-m", "docattn.cli"]
+TINY = ["--set", "embedding_dim=16", "--set", "hidden_size=8", "--set", "context_dim=8", "--embeddings", "random",
+        "--min-count", "2", "--set", "progress=false"]
+
+
+def run_cli(*args, **kw):
+    return subprocess.run([*DOCATTN, *args], capture_output=True, text=True, timeout=600, **kw)
+
+
+def test_help_is_fast_and_imports_nothing_heavy():
+    code = "import sys, docattn.cli; print([m for m in ('torch','lightning','gensim','matplotlib','captum','sklearn') if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    t0 = time.perf_counter()
+    res = run_cli("--help")
+    assert res.returncode == 0 and "train" in res.stdout
+    assert time.perf_counter() - t0 < 3.0  # well under a second on an idle machine
+
+
+def test_models_lists_registry():
+    res = CliRunner().invoke(app, ["models"])
+    assert res.exit_code == 0
+    for name in ("han", "han-ave", "han-max", "hpan", "hsan"):
+        assert name in res.stdout
+
+
+def _write(path: Path, corpus, with_labels=True):
+    with open(path, "w", encoding="utf-8") as f:
+        for t, y in zip(corpus.texts, corpus.labels):
+            f.write(json.dumps({"text": t, **({"label": y} if with_labels else {})}) + "\n")
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    sp = synthetic.make_splits(n_train=400, n_test=100, seed=1)
+    _write(tmp / "train.jsonl", sp["train"])
+    _write(tmp / "test.jsonl", sp["test"])
+    env = {**os.environ, "DOCATTN_CACHE": str(tmp / "cache")}
+    res = run_cli("train", "--train", str(tmp / "train.jsonl"), "--test", str(tmp / "test.jsonl"),
+                  "--out", str(tmp / "run"), "--epochs", "1", *TINY, env=env)
+    assert res.returncode == 0, res.stderr
+    return tmp
+
+
+def test_train_writes_run_directory(trained_run):
+    run = trained_run / "run"
+    for name in ("config.json", "vocab.json", "model.safetensors", "metrics.csv"):
+        assert (run / name).exists(), name
+    results = json.loads((run / "config.json").read_text())["results"]
+    assert results["test"]["documents"] == 100
+
+
+def test_evaluate_json_and_table(trained_run):
+    res = CliRunner().invoke(app, ["evaluate", str(trained_run / "run"), "--data", str(trained_run / "test.jsonl"), "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["documents"] == 100 and 0 <= report["accuracy"] <= 1
+    assert len(report["confusion_matrix"]) == len(report["per_class"])
+    table = CliRunner().invoke(app, ["evaluate", str(trained_run / "run"), "--data", str(trained_run / "test.jsonl")])
+    assert "macro-F1" in table.stdout
+
+
+def test_predict_from_file_and_stdin(trained_run):
+    res = run_cli("predict", str(trained_run / "run"), str(trained_run / "test.jsonl"))
+    lines = [json.loads(l) for l in res.stdout.splitlines()]
+    assert res.returncode == 0 and len(lines) == 100
+    assert abs(sum(lines[0]["probabilities"].values()) - 1) < 1e-4
+    res = run_cli("predict", str(trained_run / "run"), "-", input="a great phone\n\nthe screen was bad\n")
+    assert res.returncode == 0, res.stderr
+    assert len(res.stdout.splitlines()) == 2  # the empty line is not a document
+
+
+def test_explain_writes_html_and_json(trained_run):
+    html, js = trained_run / "r.html", trained_run / "w.json"
+    res = CliRunner().invoke(app, ["explain", str(trained_run / "run"), "--data", str(trained_run / "test.jsonl"),
+                                   "--n", "5", "--html", str(html), "--json", str(js)])
+    assert res.exit_code == 0, res.output
+    assert html.read_text().count('class="doc"') == 5
+    assert len(json.loads(js.read_text())) == 5
+
+
+def test_errors_are_one_line_without_traceback(tmp_path):
+    res = run_cli("train", "--train", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "run"))
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr and "missing.csv" in res.stderr
+    res = run_cli("evaluate", str(tmp_path / "no-run"), "--data", str(tmp_path / "x.jsonl"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr and "run directory" in res.stderr
+    res = run_cli("train", "--train", str(tmp_path), "--out", str(tmp_path / "r"), "--model", "nope")
+    assert res.returncode == 2 and "unknown model" in res.stderr
+
+
+def test_data_stats_imdb(shared_data):
+    res = CliRunner().invoke(app, ["data", "stats", str(shared_data / "imdb" / "aclImdb.tar.gz"), "--json"])
+    assert res.exit_code == 0, res.output
+    stats = json.loads(res.stdout)
+    for split in ("train", "test"):
+        assert stats[split]["documents"] == 25000
+        assert stats[split]["class_counts"] == {"neg": 12500, "pos": 12500}
+
+
+def test_data_stats_20news(shared_data):
+    res = CliRunner().invoke(app, ["data", "stats", str(shared_data / "20news" / "20news-bydate.tar.gz"), "--json"])
+    stats = json.loads(res.stdout)
+    assert stats["train"]["documents"] == 11314 and stats["test"]["documents"] == 7532
+    assert stats["train"]["classes"] == 20
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes_match_one(tmp_path):
+    """2-process data parallel training (gloo) reaches the quality of 1 process."""
+    sp = synthetic.make_splits(n_train=1500, n_test=400, seed=2)
+    _write(tmp_path / "train.jsonl", sp["train"])
+    _write(tmp_path / "test.jsonl", sp["test"])
+    env = {**os.environ, "DOCATTN_CACHE": str(tmp_path / "cache")}
+    acc = {}
+    for devices in ("1", "2"):
+        out = tmp_path / f"run{devices}"
+        extra = ["--strategy", "ddp"] if devices == "2" else []
+        res = run_cli("train", "--train", str(tmp_path / "train.jsonl"), "--test", str(tmp_path / "test.jsonl"),
+                      "--out", str(out), "--epochs", "3", "--accelerator", "cpu", "--devices", devices, *extra,
+                      "--set", "embedding_dim=32", "--set", "hidden_size=16", "--set", "context_dim=16",
+                      "--embeddings", "random", "--min-count", "2", "--set", "progress=false", env=env)
+        assert res.returncode == 0, res.stderr[-3000:]
+        acc[devices] = json.loads((out / "config.json").read_text())["results"]["test"]["accuracy"]
+    assert acc["2"] >= 0.9 and abs(acc["2"] - acc["1"]) <= 0.05, acc

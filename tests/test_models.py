@@ -1,0 +1,192 @@
+"""The contract every registered model keeps, checked on a tiny batch.
+
+Shapes; attention sums to 1 over real positions and is exactly 0 on padding; sparse variants
+give exact zeros; gradients stay finite on extreme inputs; a document's output does not depend
+on the other documents of its batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from docattn.data.encoding import EncodedCorpus, encode_ids
+from docattn.models import create_model, get_spec, list_models
+from docattn.training.inference import make_batch
+
+VOCAB, CLASSES = 60, 3
+NEURAL = [n for n in list_models() if get_spec(n).layout in ("hierarchical", "flat")]
+# small sizes so every variant runs in well under a second
+SMALL = {"embedding_dim": 16, "hidden_size": 8, "context_dim": 8, "d_model": 16, "heads": 2, "queries": 4}
+
+
+def tiny_corpus(seed: int = 0, n_docs: int = 7) -> EncodedCorpus:
+    rng = np.random.default_rng(seed)
+    docs = []
+    for d in range(n_docs):
+        ids: list[int] = []
+        for _ in range(int(rng.integers(1, 6))):
+            ids += rng.integers(3, VOCAB, int(rng.integers(1, 12))).tolist() + [2]
+        docs.append(ids)
+    tokens, sent_off, doc_off = encode_ids(docs)
+    return EncodedCorpus(tokens, sent_off, doc_off, np.arange(n_docs) % CLASSES)
+
+
+def build(name: str, **extra):
+    spec = get_spec(name)
+    known = set(spec.defaults) | _config_fields(name)
+    hp = {k: v for k, v in SMALL.items() if k in known}
+    torch.manual_seed(0)
+    model = create_model(name, vocab_size=VOCAB, num_classes=CLASSES, **hp, **extra)
+    model.eval()
+    return model
+
+
+def _config_fields(name: str) -> set:
+    torch.manual_seed(0)
+    model = create_model(name, vocab_size=VOCAB, num_classes=CLASSES)
+    return set(model.hparams()) if hasattr(model, "hparams") else set()
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return tiny_corpus()
+
+
+def _mask_for(name, batch):
+    return batch.word_mask if get_spec(name).layout == "hierarchical" else batch.mask
+
+
+@pytest.mark.parametrize("name", NEURAL)
+def test_output_shapes_and_attention(name, corpus):
+    model = build(name)
+    batch = make_batch(corpus, np.arange(len(corpus)), model.layout, {})
+    fast = model(batch)
+    assert fast.logits.shape == (len(corpus), CLASSES)
+    assert fast.attentions is None  # the fast path computes nothing extra
+    out = model(batch, return_attention=True)
+    torch.testing.assert_close(out.logits, fast.logits)
+    assert out.attentions is not None
+    for key, w in out.attentions.items():
+        if key == "word":
+            real = batch.word_mask[batch.sentence_index] & batch.sentence_mask.unsqueeze(-1)
+            sums = w.sum(-1)[batch.sentence_mask]
+        elif key == "sentence":
+            real = batch.sentence_mask
+            sums = w.sum(-1)
+        elif key == "token":
+            real = batch.mask
+            sums = w.sum(-1)
+        else:
+            continue  # family-specific views are checked in their own tests
+        assert torch.all(w[~real] == 0), f"{name}: {key} attention leaks onto padding"
+        torch.testing.assert_close(sums, torch.ones_like(sums), atol=1e-5, rtol=0)
+        assert torch.all(w >= 0)
+
+
+@pytest.mark.parametrize("name", NEURAL)
+def test_batch_independence(name, corpus):
+    """A document's logits are the same alone and among other, longer documents."""
+    model = build(name)
+    full = model(make_batch(corpus, np.arange(len(corpus)), model.layout, {})).logits
+    for d in (0, 3, len(corpus) - 1):
+        alone = model(make_batch(corpus, [d], model.layout, {})).logits
+        torch.testing.assert_close(alone[0], full[d], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", NEURAL)
+def test_gradients_finite_on_extreme_inputs(name, corpus):
+    model = build(name)
+    model.train()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(50.0)  # saturate every non-linearity and push attention to one-hot
+    batch = make_batch(corpus, np.arange(len(corpus)), model.layout, {})
+    out = model(batch)
+    loss = torch.nn.functional.cross_entropy(out.logits, batch.labels)
+    loss.backward()
+    assert torch.isfinite(out.logits).all()
+    for n, p in model.named_parameters():
+        if p.grad is not None:
+            assert torch.isfinite(p.grad).all(), f"{name}: non-finite gradient in {n}"
+
+
+@pytest.mark.parametrize("name", [n for n in NEURAL if n.startswith(("hsan", "hpan"))])
+def test_sparse_attention_has_exact_zeros(name, corpus):
+    model = build(name)
+    with torch.no_grad():  # sharpen the scores so sparsity is visible on a tiny random model
+        for attn in (model.word_pool.attention, model.sentence_pool.attention):
+            attn.context.mul_(40.0)
+    batch = make_batch(corpus, np.arange(len(corpus)), model.layout, {})
+    out = model(batch, return_attention=True)
+    w = out.attentions["word"]
+    real = batch.word_mask[batch.sentence_index] & batch.sentence_mask.unsqueeze(-1)
+    assert (w[real] == 0).any(), f"{name}: no exact zeros among real words"
+    if name == "hpan":
+        assert "pruned_words" in out.stats and 0 < float(out.stats["pruned_words"]) < 1
+
+
+def test_hpan_keeps_largest_when_everything_is_pruned():
+    from docattn.models.layers import pruned_softmax
+
+    scores = torch.zeros(2, 40, requires_grad=True)  # 40 equal weights of 0.025 < 0.05
+    mask = torch.ones(2, 40, dtype=torch.bool)
+    mask[1] = False  # a fully padded row
+    w, pruned = pruned_softmax(scores, mask, 0.05)
+    assert torch.isfinite(w).all()
+    assert float(w[0].sum()) == pytest.approx(1.0)
+    assert float(w[1].sum()) == 0.0
+    w[0].max().backward()
+    assert torch.isfinite(scores.grad).all()
+
+
+def test_sparsemax_guard_fully_masked_row():
+    from docattn.models.layers import sparse_normalizer
+
+    scores = torch.randn(3, 5, requires_grad=True)
+    mask = torch.tensor([[1, 1, 0, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    w = sparse_normalizer(scores, mask, "sparsemax")
+    assert torch.all(w[1] == 0) and torch.all(w[0, 2:] == 0)
+    w.sum().backward()
+    assert torch.isfinite(scores.grad).all()
+
+
+def test_padded_bigru_matches_packed():
+    from docattn.models.layers import PaddedBiGRU
+
+    torch.manual_seed(0)
+    gru = PaddedBiGRU(5, 4)
+    x = torch.randn(3, 6, 5)
+    lengths = torch.tensor([6, 2, 4])
+    mask = torch.arange(6)[None, :] < lengths[:, None]
+    ours = gru(x, mask)
+    ref = torch.nn.GRU(5, 4, batch_first=True, bidirectional=True)
+    with torch.no_grad():  # the same weights in PyTorch's packed bidirectional GRU
+        for a, b in (("weight_ih_l0", ""), ("weight_hh_l0", ""), ("bias_ih_l0", ""), ("bias_hh_l0", "")):
+            getattr(ref, a).copy_(getattr(gru.fwd, a))
+            getattr(ref, a + "_reverse").copy_(getattr(gru.bwd, a))
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, _ = ref(packed)
+    out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=6)
+    torch.testing.assert_close(ours, out, atol=1e-6, rtol=1e-5)
+
+
+def test_pooling_never_picks_padding():
+    from docattn.models.layers import masked_max, masked_mean
+
+    x = torch.tensor([[[1.0], [-5.0], [100.0]]])
+    mask = torch.tensor([[True, True, False]])
+    assert float(masked_max(x, mask)) == 1.0
+    assert float(masked_mean(x, mask)) == -2.0
+
+
+def test_registry_lists_and_rejects():
+    from docattn.errors import ConfigError
+
+    assert {"han", "han-ave", "han-max", "hpan", "hsan"} <= set(list_models())
+    assert list_models("han*") == ["han", "han-ave", "han-max"]
+    with pytest.raises(ConfigError, match="unknown model"):
+        get_spec("no-such-model")
+    with pytest.raises(ConfigError):
+        create_model("han", vocab_size=10, num_classes=2, not_a_parameter=3)

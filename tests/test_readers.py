@@ -1,0 +1,496 @@
+"""Readers: every format on small files written here, the real benchmark archives, and bad input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from docattn.data import readers
+from docattn.data.readers import detect_format, read_corpus, read_splits
+from docattn.errors import ConfigError, DataError
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8", newline="")
+    return path
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    return write(path, "".join(json.dumps(r) + "\n" for r in records))
+
+
+# --------------------------------------------------------------------------- csv / tsv
+
+
+def test_csv_with_header_defaults_to_text_and_label_columns(tmp_path):
+    path = write(tmp_path / "d.csv", 'id,text,label\n1,"good, very good",1\n2,bad,0\n3,"multi\nline",1\n')
+    corpus = read_corpus(path)
+    assert corpus.texts == ["good, very good", "bad", "multi\nline"]
+    assert corpus.labels == [1, 0, 1]  # all-integer labels become ints
+    assert corpus.ids == ["2", "3", "4"]  # the line each record starts on
+    assert detect_format(path) == "csv"
+    assert read_splits(path).keys() == {"all"}
+
+
+def test_csv_several_text_columns_by_name_are_joined_with_newlines(tmp_path):
+    path = write(tmp_path / "news.csv", "title,description,topic\nRates up,The bank raised rates.,business\n"
+                                         "Cup final,,sport\n")
+    corpus = read_corpus(path, text_columns=["title", "description"], label_column="topic")
+    assert corpus.texts == ["Rates up\nThe bank raised rates.", "Cup final"]
+    assert corpus.labels == ["business", "sport"]
+
+
+def test_csv_by_index_without_header(tmp_path):
+    path = write(tmp_path / "d.csv", "pos,great film\nneg,dull film\npos,fine film\n")
+    corpus = read_corpus(path, text_columns=[1], label_column=0, header=False)
+    assert corpus.texts == ["great film", "dull film", "fine film"]
+    assert corpus.labels == ["pos", "neg", "pos"]
+
+
+def test_csv_by_index_sniffs_a_header_row(tmp_path):
+    with_header = write(tmp_path / "h.csv", "stars,review\n5,great\n1,awful\n5,fine\n")
+    without = write(tmp_path / "n.csv", "5,great\n1,awful\n5,fine\n")
+    assert read_corpus(with_header, text_columns=[1], label_column=0).texts == ["great", "awful", "fine"]
+    assert read_corpus(without, text_columns=[1], label_column=0).labels == [5, 1, 5]
+
+
+def test_csv_text_column_only_gives_unlabelled_corpus(tmp_path):
+    path = write(tmp_path / "d.csv", "text\nfirst\nsecond\n")
+    assert read_corpus(path).labels is None
+
+
+def test_tsv_and_custom_delimiter(tmp_path):
+    tsv = write(tmp_path / "d.tsv", "label\ttext\nspam\tbuy now, cheap\nham\tsee you at 5\n")
+    assert detect_format(tsv) == "tsv"
+    corpus = read_corpus(tsv)
+    assert corpus.texts == ["buy now, cheap", "see you at 5"] and corpus.labels == ["spam", "ham"]
+    semicolon = write(tmp_path / "d.csv", "label;text\na;x, y\n")
+    assert read_corpus(semicolon, delimiter=";").texts == ["x, y"]
+
+
+# --------------------------------------------------------------------------- jsonl
+
+
+def test_jsonl_custom_fields_keep_json_label_types(tmp_path):
+    path = write_jsonl(tmp_path / "d.jsonl", [{"body": "one", "y": 3}, {"body": "two", "y": 1}])
+    corpus = read_corpus(path, text_field="body", label_field="y")
+    assert corpus.texts == ["one", "two"] and corpus.labels == [3, 1]
+    assert corpus.sentences is None and corpus.rationales is None
+
+
+def test_jsonl_sentences_and_rationales(tmp_path):
+    records = [
+        {"text": "A b. C d.", "label": "x", "sentences": ["A b.", " ", "C d. "], "rationale": {"sentences": [1]}},
+        {"sentences": ["E f."], "label": "y", "rationale": {"sentences": [0]}},
+    ]
+    corpus = read_corpus(write_jsonl(tmp_path / "d.ndjson", records))
+    assert corpus.texts == ["A b. C d.", "E f."]
+    assert corpus.sentences == [["A b.", "C d."], ["E f."]]
+    assert corpus.rationales == [{"sentences": [1]}, {"sentences": [0]}]
+
+
+def test_jsonl_without_label_field_is_unlabelled(tmp_path):
+    path = write(tmp_path / "d.jsonl", '{"text": "one"}\n\n{"text": "two"}\n')
+    corpus = read_corpus(path)
+    assert corpus.labels is None and corpus.texts == ["one", "two"]
+
+
+# --------------------------------------------------------------------------- zhang / tang
+
+
+def test_zhang_directory_with_classes(tmp_path):
+    write(tmp_path / "ag" / "classes.txt", "World\nSports\n")
+    write(tmp_path / "ag" / "train.csv", '"1","Title one","Line\\nbreak ""quoted"""\n"2","Title two","Body"\n')
+    write(tmp_path / "ag" / "test.csv", '"2","T","B"\n')
+    assert detect_format(tmp_path / "ag") == "zhang"
+    assert detect_format(tmp_path / "ag" / "test.csv") == "zhang"
+    splits = read_splits(tmp_path / "ag")
+    assert list(splits) == ["train", "test"]
+    train = splits["train"]
+    assert train.texts == ['Title one\nLine\nbreak "quoted"', "Title two\nBody"]
+    assert train.labels == ["World", "Sports"] and train.classes == ["World", "Sports"]
+    assert read_corpus(tmp_path / "ag" / "test.csv").labels == ["Sports"]
+
+
+def test_zhang_yahoo_three_text_columns_and_no_classes_file(tmp_path):
+    path = write(tmp_path / "yahoo" / "test.csv", '"3","Why?","","Because."\n"1","Q","details","A"\n')
+    corpus = read_corpus(path, format="zhang")
+    assert corpus.texts == ["Why?\nBecause.", "Q\ndetails\nA"]
+    assert corpus.labels == [3, 1] and corpus.classes is None
+
+
+def test_tang_directory_gives_three_splits_with_sentences(tmp_path):
+    line = "u1\t\tp1\t\t{}\t\tgood food . <sssss> nice staff ! <sssss>  \n"
+    for name, rating in (("train", 4), ("dev", 2), ("test", 5)):
+        write(tmp_path / "yelp" / f"yelp-2013.{name}.ss", line.format(rating))
+    assert detect_format(tmp_path / "yelp") == "tang"
+    splits = read_splits(tmp_path / "yelp")
+    assert list(splits) == ["train", "valid", "test"]
+    assert splits["valid"].labels == [2]
+    assert splits["train"].sentences == [["good food .", "nice staff !"]]
+    assert splits["train"].texts == ["good food .\nnice staff !"]
+    assert read_corpus(tmp_path / "yelp", split="dev").labels == [2]
+
+
+# --------------------------------------------------------------------------- folder-per-label
+
+
+IMDB_LIKE = {
+    "aclImdb/README": "read me",
+    "aclImdb/imdb.vocab": "the\nand\n",
+    "aclImdb/train/labeledBow.feat": "0 0:1",
+    "aclImdb/train/urls_pos.txt": "http://x",
+    "aclImdb/train/pos/0_9.txt": "\ufeffgreat\r\nfilm",
+    "aclImdb/train/pos/1_8.txt": "loved\x00it\x1e",
+    "aclImdb/train/neg/0_2.txt": b"caf\xe9 was bad",  # latin-1: one decoding failure
+    "aclImdb/train/neg/1_1.txt": "   ",  # empty: skipped
+    "aclImdb/train/unsup/0_0.txt": "no label",
+    "aclImdb/test/pos/0_10.txt": "superb",
+    "aclImdb/test/neg/0_1.txt": "awful",
+    "aclImdb/test/neg/.hidden.txt": "hidden",
+    "__MACOSX/aclImdb/test/neg/._0_1.txt": "resource fork",
+}
+
+
+def build_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    for name, content in files.items():
+        write(root / name, content)
+    return root
+
+
+def build_tar(path: Path, files: dict[str, str | bytes], mode: str = "w:gz", **kwargs) -> Path:
+    with tarfile.open(path, mode, **kwargs) as archive:
+        for name, content in files.items():
+            data = content.encode("utf-8") if isinstance(content, str) else content
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+def build_zip(path: Path, files: dict[str, str | bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    return path
+
+
+@pytest.fixture(params=["directory", "tar.gz", "zip"])
+def imdb_like(request, tmp_path) -> Path:
+    if request.param == "directory":
+        return build_tree(tmp_path / "data", IMDB_LIKE)
+    if request.param == "zip":
+        return build_zip(tmp_path / "aclImdb.zip", IMDB_LIKE)
+    return build_tar(tmp_path / "aclImdb.tar.gz", IMDB_LIKE)
+
+
+def test_folder_layout_imdb_like(imdb_like):
+    assert detect_format(imdb_like) == "folder"
+    splits = read_splits(imdb_like)
+    assert list(splits) == ["train", "test"]
+    train, test = splits["train"], splits["test"]
+    assert train.ids == ["aclImdb/train/neg/0_2.txt", "aclImdb/train/pos/0_9.txt", "aclImdb/train/pos/1_8.txt"]
+    assert train.texts == ["caf\ufffd was bad", "great\nfilm", "loved it "]
+    assert train.labels == ["neg", "pos", "pos"]
+    assert train.classes == ["neg", "pos"]
+    assert train.stats == {"skipped_empty": 1, "decode_errors": 1}
+    assert test.texts == ["awful", "superb"] and test.labels == ["neg", "pos"]
+
+
+def test_folder_newsgroups_and_bbc_like(tmp_path):
+    news = build_tar(tmp_path / "news.tgz", {
+        "20news-bydate-train/sci.space/1": "orbit", "20news-bydate-train/rec.autos/2": "engine",
+        "20news-bydate-test/sci.space/3": "launch",
+    })
+    splits = read_splits(news)
+    assert {k: v.labels for k, v in splits.items()} == {"train": ["rec.autos", "sci.space"], "test": ["sci.space"]}
+    bbc = build_tree(tmp_path / "bbc_dir", {"bbc/README.TXT": "about", "bbc/tech/001.txt": "chips",
+                                            "bbc/sport/001.txt": "goal"})
+    assert list(read_splits(bbc)) == ["all"]
+    assert read_corpus(bbc).labels == ["sport", "tech"]
+
+
+@pytest.mark.parametrize("mode, kwargs", [
+    ("w:gz", {"format": tarfile.PAX_FORMAT}),
+    ("w:bz2", {"format": tarfile.GNU_FORMAT}),
+    ("w:xz", {"format": tarfile.USTAR_FORMAT}),
+    ("w", {}),
+])
+def test_fast_tar_reader_matches_tarfile(tmp_path, monkeypatch, mode, kwargs):
+    deep = "d" * 60 + "/" + "e" * 60  # names past 100 bytes need a prefix, a pax or a GNU header
+    files = {f"{deep}/train/pos/{'f' * 30}.txt": "long name", "x/train/néga/1.txt": "unicode folder",
+             "x/train/pos/empty.txt": ""}
+    path = build_tar(tmp_path / f"a.{mode[2:] or 'tar'}".replace(".gz", ".tar.gz").replace(".bz2", ".tar.bz2")
+                     .replace(".xz", ".tar.xz"), files, mode, **kwargs)
+    fast = readers._archive_tree(path)
+
+    def not_plain(_path):
+        raise readers._NotPlainTar
+        yield
+
+    monkeypatch.setattr(readers, "_plain_tar_members", not_plain)
+    slow = readers._archive_tree(path)
+    assert fast.paths == slow.paths == sorted(files) and fast.data == slow.data
+
+
+def test_folder_read_of_one_split_skips_decoding_the_others(tmp_path):
+    path = build_tar(tmp_path / "a.tar", IMDB_LIKE, "w")
+    assert read_corpus(path, split="test").texts == ["awful", "superb"]
+    with pytest.raises(DataError, match=r"a\.tar holds several splits \(train, test\)"):
+        read_corpus(path)
+    with pytest.raises(DataError, match="a\\.tar has no split 'dev' \\(splits: train, test\\)"):
+        read_corpus(path, split="dev")
+
+
+# --------------------------------------------------------------------------- fasttext / lines / stdin
+
+
+def test_fasttext_takes_the_first_label(tmp_path):
+    path = write(tmp_path / "cooking.txt", "__label__baking __label__bread How to knead?\n\n__label__tea  Green tea\n")
+    assert detect_format(path) == "fasttext"
+    corpus = read_corpus(path)
+    assert corpus.texts == ["How to knead?", "Green tea"] and corpus.labels == ["baking", "tea"]
+    assert read_corpus(write(tmp_path / "cooking.train", "__label__a x\n")).labels == ["a"]
+
+
+def test_lines_one_unlabelled_document_per_line(tmp_path):
+    path = write(tmp_path / "in.txt", "\ufefffirst doc\n\nsecond doc\r\n")
+    assert detect_format(path) == "lines"
+    corpus = read_corpus(path)
+    assert corpus.texts == ["first doc", "second doc"] and corpus.labels is None
+    assert corpus.ids == ["1", "3"] and corpus.stats["skipped_empty"] == 1
+
+
+def test_stdin(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("alpha\nbeta\n"))
+    assert read_corpus("-").texts == ["alpha", "beta"]
+    assert detect_format("-") == "lines"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'{"text": "caf\xe9", "label": 1}\n')))
+    corpus = read_corpus("-", format="jsonl")  # a real stdin: its bytes are decoded, failures counted
+    assert corpus.texts == ["caf\ufffd"] and corpus.labels == [1] and corpus.stats["decode_errors"] == 1
+    with pytest.raises(DataError, match="stdin"):
+        read_corpus("-", format="folder")
+
+
+# --------------------------------------------------------------------------- real data
+
+
+@pytest.fixture(scope="module")
+def imdb(shared_data):
+    return read_splits(shared_data / "imdb" / "aclImdb.tar.gz")
+
+
+@pytest.fixture(scope="module")
+def newsgroups(shared_data):
+    return read_splits(shared_data / "20news" / "20news-bydate.tar.gz")
+
+
+def test_real_imdb(imdb):
+    assert list(imdb) == ["train", "test"]
+    for corpus in imdb.values():
+        assert len(corpus) == 25_000 and Counter(corpus.labels) == {"pos": 12_500, "neg": 12_500}
+        assert corpus.classes == ["neg", "pos"]
+    assert all(i.startswith("aclImdb/train/") for i in imdb["train"].ids)
+
+
+def test_real_20newsgroups(newsgroups):
+    assert {k: len(v) for k, v in newsgroups.items()} == {"train": 11_314, "test": 7_532}
+    for corpus in newsgroups.values():
+        assert len(set(corpus.labels)) == 20 and len(corpus.classes) == 20
+    assert newsgroups["train"].stats["decode_errors"] > 0  # latin-1 posts, replaced and counted
+
+
+def test_real_bbc(shared_data):
+    corpus = read_corpus(shared_data / "bbc" / "bbc.tar.gz")
+    assert Counter(corpus.labels) == {"business": 510, "entertainment": 386, "politics": 417, "sport": 511,
+                                      "tech": 401}
+    assert corpus.classes == ["business", "entertainment", "politics", "sport", "tech"]
+
+
+def test_real_ag_news(shared_data):
+    classes = ["World", "Sports", "Business", "Sci/Tech"]
+    corpus = read_corpus(shared_data / "ag_news" / "test.csv")
+    assert len(corpus) == 7_600 and Counter(corpus.labels) == {c: 1_900 for c in classes}
+    assert corpus.classes == classes
+    assert read_splits(shared_data / "ag_news")["test"].texts == corpus.texts
+
+
+def test_real_tang_sample(shared_data):
+    splits = read_splits(shared_data / "tang2015-sample")
+    assert {k: len(v) for k, v in splits.items()} == {"train": 10, "valid": 10, "test": 10}
+    for corpus in splits.values():
+        assert all(isinstance(label, int) and 1 <= label <= 5 for label in corpus.labels)
+        assert all(len(s) >= 1 and all(x.strip() == x and x for x in s) for s in corpus.sentences)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("content, options, message", [
+    ("title,label\nx,1\n", {}, r"d\.csv:1: no column 'text' in the header \(columns: title, label\)"),
+    ("text,label\nx,1\n", {"label_column": "stars"}, r"d\.csv:1: no column 'stars'.*columns: text, label"),
+    ("a,b\nx,1\n", {}, r"d\.csv:1: no header row with a 'text' column"),
+    ("text,label\ngood,1\nbad\n", {}, r"d\.csv:3: expected at least 2 fields, found 1"),
+    ("text,label\ngood,1\nbad, \n", {}, r"d\.csv:3: missing or empty label"),
+    ('text,label\ngood,1\n"unterminated,1\n', {}, r"d\.csv:3: malformed CSV record"),
+    ("x,1\n", {"text_columns": [3], "label_column": 1, "header": False}, r"d\.csv:1: expected at least 4 fields"),
+])
+def test_bad_csv(tmp_path, content, options, message):
+    with pytest.raises(DataError, match=message):
+        read_corpus(write(tmp_path / "d.csv", content), **options)
+
+
+@pytest.mark.parametrize("content, options, message", [
+    ('{"text": "a", "label": 1}\n{"text": "b", "label": 2,\n', {}, r"d\.jsonl:2: malformed JSON"),
+    ('{"text": "a", "label": 1}\n[1, 2]\n', {}, r"d\.jsonl:2: expected a JSON object per line, found list"),
+    ('{"body": "a", "label": 1}\n', {}, r"d\.jsonl:1: no field 'text' \(fields: body, label\)"),
+    ('{"text": "a"}\n', {"label_field": "y"}, r"d\.jsonl:1: no field 'y'"),
+    ('{"text": "a", "label": 1}\n{"text": "b"}\n', {}, r"d\.jsonl:2: missing or empty label"),
+    ('{"text": "a", "label": " "}\n', {}, r"d\.jsonl:1: missing or empty label"),
+    ('{"text": "a", "label": null}\n', {}, r"d\.jsonl:1: missing or empty label"),
+    ('{"text": 3, "label": 1}\n', {}, r"d\.jsonl:1: field 'text' must be a string"),
+    ('{"text": "a", "label": [1]}\n', {}, r"d\.jsonl:1: label must be a string or a number"),
+    ('{"text": "a", "label": 1, "sentences": "a"}\n', {}, r"d\.jsonl:1: field 'sentences' must be a list"),
+])
+def test_bad_jsonl(tmp_path, content, options, message):
+    with pytest.raises(DataError, match=message):
+        read_corpus(write(tmp_path / "d.jsonl", content), **options)
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("d.txt", "__label__a fine\nno label here\n", r"d\.txt:2: expected the line to start with __label__"),
+    ("d.ft", "__label__ text\n", r"d\.ft:1: missing or empty label"),
+    ("d.ss", "u\t\tp\t\t5\t\tgood\nu\t\tp\t\tbad\n", r"d\.ss:2: expected 4 fields separated by two tabs"),
+    ("d.ss", "u\t\tp\t\tfive\t\tgood\n", r"d\.ss:1: expected an integer rating"),
+    ("d.ss", "u\t\tp\t\t \t\tgood\n", r"d\.ss:1: missing or empty label"),
+])
+def test_bad_line_formats(tmp_path, name, content, message):
+    with pytest.raises(DataError, match=message):
+        read_corpus(write(tmp_path / name, content))
+
+
+def test_bad_zhang(tmp_path):
+    write(tmp_path / "z" / "classes.txt", "A\nB\n")
+    with pytest.raises(DataError, match=r"train\.csv:2: class 3 is outside 1-2"):
+        read_corpus(write(tmp_path / "z" / "train.csv", '"1","t","x"\n"3","t","y"\n'))
+    with pytest.raises(DataError, match=r"train\.csv:1: expected a 1-based class number"):
+        read_corpus(write(tmp_path / "z" / "train.csv", '"World","t","x"\n'))
+    with pytest.raises(DataError, match=r"train\.csv:1: expected a class and at least one text field"):
+        read_corpus(write(tmp_path / "z" / "train.csv", '"1"\n'))
+
+
+def test_empty_documents_are_skipped_and_counted_or_an_error(tmp_path):
+    path = write(tmp_path / "d.csv", "text,label\ngood,1\n  ,0\n,0\nbad,0\n")
+    corpus = read_corpus(path)
+    assert corpus.texts == ["good", "bad"] and corpus.stats["skipped_empty"] == 2
+    with pytest.raises(DataError, match=r"d\.csv:3: empty document"):
+        read_corpus(path, on_empty="error")
+    folder = build_tree(tmp_path / "f", {"pos/1.txt": "ok", "neg/2.txt": "\n"})
+    with pytest.raises(DataError, match=r"neg/2\.txt: empty document"):
+        read_corpus(folder, on_empty="error")
+
+
+@pytest.mark.parametrize("name, content", [
+    ("e.csv", "text,label\n ,1\n"),
+    ("e.jsonl", "\n\n"),
+    ("e.txt", ""),
+    ("e.ss", "\n"),
+])
+def test_no_documents(tmp_path, name, content):
+    with pytest.raises(DataError, match=r"no documents in .*e\.(csv|jsonl|txt|ss)"):
+        read_corpus(write(tmp_path / name, content))
+
+
+def test_no_documents_in_folder(tmp_path):
+    with pytest.raises(DataError, match=r"no documents in .*flat .*label folders"):
+        read_corpus(build_tree(tmp_path / "flat", {"a.txt": "x", "train/b.txt": "y"}))
+
+
+def test_missing_path_and_unknown_format(tmp_path):
+    with pytest.raises(DataError, match=r"nope\.csv: no such file"):
+        read_corpus(tmp_path / "nope.csv")
+    with pytest.raises(DataError, match=r"data\.bin: cannot tell the format.*csv, tsv, jsonl"):
+        read_corpus(write(tmp_path / "data.bin", "hello\n"))
+    with pytest.raises(DataError, match=r"format 'folder' reads a directory"):
+        read_corpus(write(tmp_path / "x.csv", "text\na\n"), format="folder")
+
+
+def test_corrupt_archives(tmp_path):
+    garbage = write(tmp_path / "garbage.tar.gz", b"\x1f\x8b" + b"not really gzip" * 10)
+    with pytest.raises(DataError, match=r"garbage\.tar\.gz: corrupt or unreadable archive"):
+        read_splits(garbage)
+    whole = build_tar(tmp_path / "whole.tar.gz", {f"pos/{i}.txt": f"document {i} " * 200 for i in range(50)})
+    truncated = write(tmp_path / "cut.tar.gz", whole.read_bytes()[: whole.stat().st_size // 2])
+    with pytest.raises(DataError, match=r"cut\.tar\.gz: corrupt or unreadable archive at member 'pos/"):
+        read_splits(truncated)
+    with pytest.raises(DataError, match=r"bad\.zip: corrupt or unreadable archive"):
+        read_splits(write(tmp_path / "bad.zip", b"PK\x03\x04 broken"))
+    with pytest.raises(DataError, match=r"plain\.tar: corrupt or unreadable archive"):
+        read_splits(write(tmp_path / "plain.tar", b"x" * 2048))
+
+
+def test_bad_options_are_config_errors(tmp_path):
+    path = write(tmp_path / "d.csv", "text,label\na,1\n")
+    with pytest.raises(ConfigError, match="text_field"):
+        read_corpus(path, text_field="body")
+    with pytest.raises(ConfigError, match="on_empty"):
+        read_corpus(path, on_empty="ignore")
+    with pytest.raises(ConfigError, match="unknown format"):
+        read_corpus(path, format="xml")
+
+
+def test_control_characters_and_bom_never_reach_the_text(tmp_path):
+    path = write(tmp_path / "d.csv", "\ufefftext,label\n\"a\x00b\x1ec\",1\n")
+    assert read_corpus(path).texts == ["a b c"]
+    escaped = write(tmp_path / "d.jsonl", '{"text": "a\\u0000b\\u001ec", "label": 1}\n')
+    assert read_corpus(escaped).texts == ["a b c"]
+
+
+# --------------------------------------------------------------------------- property: arbitrary text round-trips
+
+
+def expected_text(text: str) -> str | None:
+    cleaned = text.replace("\x00", " ").replace("\x1e", " ")
+    return None if not cleaned or cleaned.isspace() else cleaned
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(st.text(), min_size=1, max_size=5), ensure_ascii=st.booleans())
+def test_arbitrary_text_round_trips_through_jsonl(texts, ensure_ascii):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "d.jsonl"
+        rows = [{"text": t, "label": i} for i, t in enumerate(texts)] + [{"text": "anchor", "label": -1}]
+        write(path, "".join(json.dumps(r, ensure_ascii=ensure_ascii) + "\n" for r in rows))
+        corpus = read_corpus(path)
+    kept = [(expected_text(t), i) for i, t in enumerate(texts) if expected_text(t) is not None]
+    assert list(zip(corpus.texts, corpus.labels)) == [*kept, ("anchor", -1)]
+    assert corpus.stats["skipped_empty"] == len(texts) - len(kept)
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(st.text(), min_size=1, max_size=5))
+def test_arbitrary_text_round_trips_through_csv(texts):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "d.csv"
+        with open(path, "w", encoding="utf-8", newline="") as stream:
+            writer = csv.writer(stream)
+            writer.writerow(["label", "text"])
+            writer.writerows([[f"c{i}", t] for i, t in enumerate(texts)] + [["anchor", "anchor"]])
+        corpus = read_corpus(path)
+    kept = [(expected_text(t), f"c{i}") for i, t in enumerate(texts) if expected_text(t) is not None]
+    assert list(zip(corpus.texts, corpus.labels)) == [*kept, ("anchor", "anchor")]

@@ -1,0 +1,88 @@
+"""Sentence splitting, tokenization and the vocabulary."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from docattn.data.encoding import encode_ids
+from docattn.data.text import PAD, SEP, UNK, TextConfig, Vocabulary, documents_to_strings, split_sentences
+from docattn.errors import CheckpointError, ConfigError
+
+
+def test_sentence_split_handles_abbreviations():
+    sents = split_sentences("Dr. Smith arrived at 3 p.m. in the U.S. capital. It was not good! Really?")
+    assert sents[0].startswith("Dr. Smith") and len(sents) == 3
+
+
+def test_presplit_sentences_are_respected():
+    cfg = TextConfig()
+    s = documents_to_strings(["ignored"], [["One. Two.", "Three"]], cfg)[0]
+    vocab = Vocabulary.build([s], cfg, min_count=1)
+    tokens, sent_off, doc_off = encode_ids(vocab.encode_strings([s]))
+    assert list(doc_off) == [0, 2]  # "One. Two." stays one sentence because it was given as one
+
+
+def test_vocabulary_min_count_and_special_ids(tmp_path):
+    cfg = TextConfig()
+    docs = documents_to_strings(["Good good GOOD bad. rare"], None, cfg)
+    vocab = Vocabulary.build(docs, cfg, min_count=2)
+    assert vocab.tokens[:3] == ["<pad>", "<unk>", "\x1e"] and (PAD, UNK, SEP) == (0, 1, 2)
+    assert "good" in vocab.index and "rare" not in vocab.index and "bad" not in vocab.index
+    ids = vocab.encode_strings(documents_to_strings(["good rare"], None, cfg))[0]
+    assert ids == [vocab.index["good"], UNK]
+    vocab.save(tmp_path / "v.json")
+    again = Vocabulary.load(tmp_path / "v.json")
+    assert again.tokens == vocab.tokens and again.text_config == cfg
+    assert json.loads((tmp_path / "v.json").read_text())["min_count"] == 2
+
+
+def test_max_vocab_size():
+    cfg = TextConfig()
+    docs = documents_to_strings(["a a a b b c c d"] * 5, None, cfg)
+    assert len(Vocabulary.build(docs, cfg, min_count=1, max_size=2)) == 3 + 2
+
+
+def test_hcan_cleaning_keeps_alphanumerics_and_sentence_marks():
+    cfg = TextConfig(hcan_clean=True)
+    docs = documents_to_strings(["Great -- \"movie\", 10/10!!! (really?)"], None, cfg)
+    vocab = Vocabulary.build(docs, cfg, min_count=1)
+    assert set(vocab.tokens[3:]) <= {"great", "movie", "10", "!", "really", "?"}
+    assert "," not in vocab.index and '"' not in vocab.index
+
+
+def test_bad_vocab_inputs(tmp_path):
+    with pytest.raises(ConfigError):
+        Vocabulary.build(["x"], TextConfig(), min_count=0)
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        Vocabulary.load(tmp_path / "bad.json")
+    with pytest.raises(CheckpointError, match="not found"):
+        Vocabulary.load(tmp_path / "missing.json")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(), min_size=1, max_size=4))
+def test_any_unicode_encodes_without_error(texts):
+    """Arbitrary Unicode (controls, surrogate-free astral chars, RTL, combining marks) never breaks encoding."""
+    cfg = TextConfig()
+    strings = documents_to_strings(texts, None, cfg)
+    vocab = Vocabulary.build(strings, cfg, min_count=1)
+    tokens, sent_off, doc_off = encode_ids(vocab.encode_strings(strings))
+    assert len(doc_off) == len(texts) + 1
+    assert (doc_off[1:] > doc_off[:-1]).all()  # every document has >= 1 sentence
+    assert (sent_off[1:] > sent_off[:-1]).all()  # every sentence has >= 1 word
+    assert (tokens != SEP).all() and (tokens >= 1).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.text(), max_size=4), min_size=1, max_size=3), st.booleans())
+def test_any_unicode_presplit_and_hcan(sentences, hcan):
+    cfg = TextConfig(hcan_clean=hcan)
+    strings = documents_to_strings(["" for _ in sentences], sentences, cfg)
+    vocab = Vocabulary.build(strings, cfg, min_count=1)
+    tokens, sent_off, doc_off = encode_ids(vocab.encode_strings(strings))
+    assert len(doc_off) == len(sentences) + 1
