@@ -1,0 +1,68 @@
+"""HAN training and inference speed on IMDB (17.5k train / 7.5k validation / 25k test).
+
+    python benchmarks/han_speed.py [--model han] [--epochs 1] [--threads N]
+Measures, at the paper's sizes (embedding 200, GRU 50, context 100), batch 64:
+training documents/s with documents truncated to 15 sentences x 20 words (the public tutorial
+implementation's setting), the time of one epoch over untruncated documents, inference
+documents/s, and word2vec time. Targets (issue 3): >= 700 docs/s truncated, <= 40 s per
+untruncated epoch, >= 3,000 docs/s inference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import SHARED_DATA, write_result  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=str(SHARED_DATA / "imdb" / "aclImdb.tar.gz"))
+    ap.add_argument("--model", default="han")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from docattn.classifier import DocumentClassifier
+    from docattn.data.embeddings import train_word2vec
+    from docattn.data.prepare import DataSettings, prepare_paths
+    from docattn.training.inference import predict_logits
+
+    data = prepare_paths(args.data, settings=DataSettings(valid_fraction=0.3))
+    t0 = time.perf_counter()
+    train_word2vec(data.splits["train"], data.vocab, dim=200, epochs=5)
+    w2v_s = time.perf_counter() - t0
+    rows = {}
+    for name, limits in (("truncated_15x20", {"max_sentences": 15, "max_words": 20}), ("untruncated", {})):
+        clf = DocumentClassifier(args.model, max_epochs=args.epochs, embeddings="random", progress=False, **limits)
+        clf.fit_prepared(data)
+        test = data.splits["test"]
+        t0 = time.perf_counter()
+        logits = predict_logits(clf.model, test, 256, clf.limits)
+        infer_s = time.perf_counter() - t0
+        acc = float((logits.argmax(1) == test.labels).mean())
+        docs_per_s = clf.results["train_docs_per_s"]
+        rows[name] = {
+            "train_docs_per_s": round(docs_per_s, 1),
+            "epoch_seconds_training_only": round(len(data.splits["train"]) / docs_per_s, 1),
+            "inference_docs_per_s": round(len(test) / infer_s, 1),
+            "test_accuracy_after_epochs": round(acc, 4),
+            "epochs": args.epochs,
+        }
+        print(name, rows[name], flush=True)
+    write_result(f"speed_{args.model}_imdb_cpu", {
+        "model": args.model, "batch_size": 64, "word2vec_200d_5_epochs_s": round(w2v_s, 1), **rows,
+        "targets": {"truncated_train_docs_per_s": 700, "untruncated_epoch_s": 40, "inference_docs_per_s": 3000},
+        "reference_tutorial_han": {"train_docs_per_s": 350, "inference_docs_per_s": 1350, "epoch_s": 50},
+    })
+
+
+if __name__ == "__main__":
+    main()
