@@ -1,0 +1,96 @@
+"""The training engine: resume, learning-rate search, embeddings from files, optimiser groups."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from docattn.classifier import DocumentClassifier
+from docattn.data import synthetic
+from docattn.data.prepare import DataSettings, prepare
+from docattn.errors import ConfigError, DataError
+
+TINY = dict(embedding_dim=16, hidden_size=8, context_dim=8, progress=False, min_count=2)
+
+
+@pytest.fixture(scope="module")
+def data():
+    sp = synthetic.make_splits(n_train=300, n_test=100, seed=5)
+    return prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+
+
+def test_resume_continues_where_it_stopped(data, tmp_path):
+    run = tmp_path / "run"
+    DocumentClassifier("han", max_epochs=1, embeddings="random", **TINY).fit_prepared(data, run_dir=run)
+    assert (run / "checkpoints" / "last.ckpt").exists()
+    clf = DocumentClassifier("han", max_epochs=3, embeddings="random", **TINY).fit_prepared(data, run_dir=run, resume=True)
+    rows = list(csv.DictReader(open(run / "metrics.csv")))
+    assert [int(r["epoch"]) for r in rows] == [0, 1, 2]  # epoch 0 was not trained again
+    assert clf.results["best"]["epoch"] in (0, 1, 2)
+
+
+def test_embeddings_from_glove_file(data, tmp_path):
+    words = data.vocab.tokens[3:13]
+    glove = tmp_path / "glove.txt"
+    glove.write_text("".join(f"{w} " + " ".join(["0.5"] * 16) + "\n" for w in words) + "zzzunseen " + " ".join(["1"] * 16) + "\n")
+    clf = DocumentClassifier("han", max_epochs=1, embeddings=str(glove), freeze_embeddings=True, **TINY).fit_prepared(data)
+    cov = clf.results["coverage"]
+    assert cov["words"] == 10 and 0 < cov["token_share"] <= 1
+    emb = clf.model.embedding.weight
+    assert not emb.requires_grad
+    np.testing.assert_allclose(emb[data.vocab.index[words[0]]].detach().numpy(), 0.5)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("x 1 2\ny 1\n")
+    with pytest.raises((DataError, ConfigError)):
+        DocumentClassifier("han", max_epochs=1, embeddings=str(bad), **TINY).fit_prepared(data)
+
+
+def test_word2vec_initialisation(data):
+    from docattn.data.embeddings import train_word2vec
+
+    m = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1)
+    assert m.shape == (len(data.vocab), 16) and np.all(m[0] == 0) and np.isfinite(m).all()
+
+
+def test_sgd_with_separate_embedding_group(data):
+    from docattn.training.config import TrainConfig
+    from docattn.training.engine import ClassifierModule
+    from docattn.models import create_model
+
+    model = create_model("han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8)
+    cfg = TrainConfig(optimizer="sgd", lr=0.01, momentum=0.9, embedding_lr=0.001, embedding_momentum=0.0, schedule="multistep", milestones=[2])
+    opt = ClassifierModule(model, cfg).configure_optimizers()["optimizer"]
+    groups = {len(g["params"]): g for g in opt.param_groups}
+    emb = next(g for g in opt.param_groups if any(p is model.embedding.weight for p in g["params"]))
+    assert emb["lr"] == 0.001 and emb["momentum"] == 0.0
+    other = next(g for g in opt.param_groups if g is not emb)
+    assert other["lr"] == 0.01 and other["momentum"] == 0.9
+
+
+def test_bad_training_options():
+    with pytest.raises(ConfigError):
+        DocumentClassifier("han", schedule="exponential")
+    with pytest.raises(ConfigError):
+        DocumentClassifier("han", monitor="val_bleu")
+
+
+def test_tune_reports_each_trial(tmp_path):
+    from typer.testing import CliRunner
+
+    from docattn.cli import app
+
+    sp = synthetic.make_splits(n_train=200, n_test=10, seed=6)
+    with open(tmp_path / "train.jsonl", "w") as f:
+        for t, y in zip(sp["train"].texts, sp["train"].labels):
+            f.write(json.dumps({"text": t, "label": y}) + "\n")
+    res = CliRunner().invoke(app, ["tune", "--train", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "tune"),
+                                   "--lr", "0.01,0.001", "--epochs", "1", "--set", "embedding_dim=16", "--set", "hidden_size=8",
+                                   "--set", "context_dim=8", "--set", "progress=false", "--set", "embeddings=random",
+                                   "--set", "min_count=2"], env={"DOCATTN_CACHE": str(tmp_path / "cache")})
+    assert res.exit_code == 0, res.output
+    tune = json.loads((tmp_path / "tune" / "tune.json").read_text())
+    assert [t["lr"] for t in tune["trials"]] == [0.01, 0.001]
+    assert tune["best"]["lr"] in (0.01, 0.001) and all("val_acc" in t for t in tune["trials"])
