@@ -342,6 +342,50 @@ def tune(
     console.print(f"best lr: {best_trial['lr']:g} (run {best_trial['run']})")
 
 
+@app.command()
+def benchmark(
+    data: str = typer.Option(..., "--data", help="Registered data set name or any supported path (e.g. aclImdb.tar.gz)."),
+    models: str = typer.Option("han,hpan,hsan,nb,logreg", "--models", help="Comma-separated model names."),
+    seeds: int = typer.Option(3, "--seeds", help="Seeds per model (0..N-1)."),
+    out: Path = typer.Option(Path("benchmark"), "--out"),
+    valid_fraction: float = typer.Option(0.3, "--valid-fraction", help="Validation share of train (HPAN paper: 0.3)."),
+    max_epochs: Optional[int] = typer.Option(None, "--max-epochs", help="Epoch budget per model (default: each model's own)."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Training time budget per model run, seconds."),
+    test: Optional[str] = typer.Option(None, "--test", help="Test data, when --data has no test split of its own."),
+    sets: List[str] = typer.Option([], "--set", help="Options for every model, KEY=VALUE; MODEL:KEY=VALUE for one model."),
+):
+    """Train and test several models on the same splits; accuracy, cost, a table and a curve plot."""
+    from rich.console import Console
+
+    from docattn.benchmark import run_benchmark
+    from docattn.data.prepare import DataSettings, prepare_paths
+
+    console = Console()
+    common, per_model = {}, {}
+    for k, v in _parse_sets(sets).items():
+        if ":" in k:
+            m, key = k.split(":", 1)
+            per_model.setdefault(m.replace("_", "-"), {})[key] = v
+        else:
+            common[k] = v
+    if max_epochs:
+        common["max_epochs"] = max_epochs
+    if max_time:
+        common["max_time"] = max_time
+    data_settings = DataSettings(valid_fraction=valid_fraction)
+    prepared = prepare_paths(_resolve(data), None, test and _resolve(test), data_settings)
+    if "test" not in prepared.splits:
+        raise DocattnError(f"{data}: no test split to benchmark on (give a source with a test split)")
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    from docattn.models import get_spec
+
+    for name in names:
+        get_spec(name)  # fail before training anything
+    rows = run_benchmark(names, prepared, list(range(seeds)), out, common, f"{Path(data).name}", per_model, log=console.print)
+    console.print((out / "results.md").read_text())
+    console.print(f"wrote {out}/results.json, results.md, curves.png ({len(rows)} models)")
+
+
 @data_app.command("list")
 def data_list():
     """The registered standard data sets."""
@@ -397,6 +441,11 @@ def data_stats(
     for name, s in stats.items():
         dist = ", ".join(f"{k}: {v:,}" for k, v in s["class_counts"].items())
         console.print(f"[bold]{name}[/] classes: {dist}")
+
+
+from docattn.explain import commands as _explain_commands  # noqa: E402  (light: typer only)
+
+_explain_commands.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,162 @@
+"""``docattn benchmark``: every model on the same splits, over seeds, with accuracy and cost.
+
+Writes ``results.json`` (one row per model), ``results.md`` (HCAN Table 2 shape: accuracy and
+training ms per document) and ``curves.png`` (validation accuracy against training time, the
+HCAN paper's Figure 3). Each model gets the same prepared data, so differences are the models'.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from pathlib import Path
+
+import numpy as np
+
+from docattn.data.prepare import PreparedData
+from docattn.data.text import write_json_atomic
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _param_count(model) -> int | None:
+    if hasattr(model, "parameters") and not hasattr(model, "fit_encoded"):
+        return int(sum(p.numel() for p in model.parameters()))
+    if hasattr(model, "n_parameters"):
+        return int(model.n_parameters())
+    return None
+
+
+def run_one(model: str, data: PreparedData, seed: int, options: dict, run_dir: Path | None) -> dict:
+    """Train and test one model with one seed; the figures of one benchmark trial."""
+    import torch
+
+    from docattn.classifier import DocumentClassifier
+
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    rss0 = _peak_rss_mb()
+    clf = DocumentClassifier(model, seed=seed, progress=False, **options)
+    t0 = time.perf_counter()
+    clf.fit_prepared(data, run_dir=run_dir)
+    wall = time.perf_counter() - t0
+    res = clf.results
+    test = res.get("test", {})
+    n_train = len(data.splits["train"])
+    train_s = res.get("train_seconds", wall)
+    return {
+        "seed": seed,
+        "test_accuracy": test.get("accuracy"),
+        "test_macro_f1": test.get("macro_f1"),
+        "valid_accuracy": res.get("best", {}).get("val_acc", res.get("valid", {}).get("accuracy")),
+        "best_epoch": res.get("best", {}).get("epoch"),
+        "train_seconds": train_s,
+        # neural models: training time per document per epoch; one-shot baselines: fit time per document
+        "train_ms_per_document": 1000.0 / res["train_docs_per_s"] if res.get("train_docs_per_s") else 1000.0 * train_s / n_train,
+        "train_docs_per_s": res.get("train_docs_per_s"),
+        "inference_docs_per_s": test.get("inference_docs_per_s"),
+        "parameters": _param_count(clf.model),
+        "peak_memory_mb": (torch.cuda.max_memory_allocated() / 2**20) if torch.cuda.is_available() else max(_peak_rss_mb() - rss0, 0.0),
+        "peak_memory_kind": "cuda_allocated" if torch.cuda.is_available() else "process_rss_increase",
+        "stopped_on_budget": bool(res.get("stopped_on_budget", False)),
+        "history": res.get("history", []),
+        "device": "cuda:" + torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+    }
+
+
+def _mean_std(values) -> dict:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return {"mean": None, "std": None}
+    return {"mean": float(np.mean(vals)), "std": float(np.std(vals))}
+
+
+def summarize(model: str, trials: list[dict]) -> dict:
+    """One results.json row: means and standard deviations over seeds."""
+    return {
+        "model": model,
+        "seeds": [t["seed"] for t in trials],
+        "test_accuracy": _mean_std(t["test_accuracy"] for t in trials),
+        "test_macro_f1": _mean_std(t["test_macro_f1"] for t in trials),
+        "valid_accuracy": _mean_std(t["valid_accuracy"] for t in trials),
+        "train_seconds": _mean_std(t["train_seconds"] for t in trials),
+        "train_ms_per_document": _mean_std(t["train_ms_per_document"] for t in trials),
+        "train_docs_per_s": _mean_std(t["train_docs_per_s"] for t in trials),
+        "inference_docs_per_s": _mean_std(t["inference_docs_per_s"] for t in trials),
+        "parameters": trials[0]["parameters"],
+        "peak_memory_mb": max((t["peak_memory_mb"] or 0) for t in trials),
+        "peak_memory_kind": trials[0]["peak_memory_kind"],
+        "device": trials[0]["device"],
+        "stopped_on_budget": any(t["stopped_on_budget"] for t in trials),
+        "trials": trials,
+    }
+
+
+def markdown_table(rows: list[dict], title: str) -> str:
+    """HCAN Table 2 shape: test accuracy (mean ± std over seeds) and training cost per document."""
+    lines = [f"### {title}", "", "| model | test accuracy % | macro-F1 % | train ms/doc | train docs/s | inference docs/s | parameters | note |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        acc, f1 = r["test_accuracy"], r["test_macro_f1"]
+        fmt = lambda d, s=100: "-" if d["mean"] is None else f"{s * d['mean']:.2f} ± {s * d['std']:.2f}"  # noqa: E731
+        num = lambda d: "-" if d["mean"] is None else f"{d['mean']:.1f}"  # noqa: E731
+        note = "stopped on time budget" if r["stopped_on_budget"] else ""
+        lines.append(f"| {r['model']} | {fmt(acc)} | {fmt(f1)} | {num(r['train_ms_per_document'])} | {num(r['train_docs_per_s'])} | "
+                     f"{num(r['inference_docs_per_s'])} | {r['parameters'] or '-'} | {note} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(rows: list[dict], path: Path, title: str) -> Path | None:
+    """Validation accuracy against cumulative training time, one line per model (first seed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    drawn = 0
+    for r in rows:
+        hist = r["trials"][0]["history"]
+        if hist:
+            ax.plot([h["elapsed_s"] for h in hist], [100 * h["val_acc"] for h in hist], marker="o", label=r["model"])
+            drawn += 1
+        elif r["valid_accuracy"]["mean"] is not None:
+            ax.scatter([r["train_seconds"]["mean"]], [100 * r["valid_accuracy"]["mean"]], marker="s", label=r["model"])
+            drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("training time (s)")
+    ax.set_ylabel("validation accuracy (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def run_benchmark(models: list[str], data: PreparedData, seeds: list[int], out: Path, options: dict, title: str,
+                  per_model: dict | None = None, log=print) -> list[dict]:
+    """Train every model with every seed; rows are written after each model, so a crash keeps them."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    for model in models:
+        trials = []
+        for seed in seeds:
+            opts = {**options, **(per_model or {}).get(model, {})}
+            trial = run_one(model, data, seed, opts, None)
+            trials.append(trial)
+            log(f"{model} seed {seed}: test accuracy {trial['test_accuracy']}, {trial['train_seconds']:.1f} s")
+        rows.append(summarize(model, trials))
+        write_json_atomic(out / "results.json", rows)
+        (out / "results.md").write_text(markdown_table(rows, title), encoding="utf-8")
+    plot_curves(rows, out / "curves.png", title)
+    return rows

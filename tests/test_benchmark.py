@@ -1,0 +1,37 @@
+"""``docattn benchmark``: results.json rows, the Markdown table and the curve plot."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from docattn.cli import app
+from docattn.data import synthetic
+
+
+def test_benchmark_two_models_two_seeds(tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
+    sp = synthetic.make_splits(n_train=300, n_test=100, seed=7)
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for split in ("train", "test"):
+        with open(folder / f"{split}.jsonl", "w") as f:
+            for t, y in zip(sp[split].texts, sp[split].labels):
+                f.write(json.dumps({"text": t, "label": y}) + "\n")
+    res = CliRunner().invoke(app, [
+        "benchmark", "--data", str(folder / "train.jsonl"), "--models", "han,han-max", "--seeds", "2",
+        "--out", str(tmp_path / "bench"), "--max-epochs", "1",
+        "--set", "embedding_dim=16", "--set", "hidden_size=8", "--set", "context_dim=8",
+        "--set", "embeddings=random", "--set", "min_count=2", "--test", str(folder / "test.jsonl"),
+    ])
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "bench" / "results.json").read_text())
+    assert [r["model"] for r in rows] == ["han", "han-max"]
+    for r in rows:
+        assert 0 <= r["test_accuracy"]["mean"] <= 1 and r["test_accuracy"]["std"] >= 0
+        assert r["seeds"] == [0, 1] and r["parameters"] > 0 and r["train_docs_per_s"]["mean"] > 0
+        assert r["inference_docs_per_s"]["mean"] > 0 and "macro_f1" not in r
+    md = (tmp_path / "bench" / "results.md").read_text()
+    assert "| han |" in md and "| han-max |" in md
+    assert (tmp_path / "bench" / "curves.png").read_bytes()[:4] == b"\x89PNG"
