@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from docattn.data.batching import HierarchicalBatch
 from docattn.models import register_model
@@ -32,7 +33,7 @@ class HANConfig:
     alpha_min: float = 0.05  # HPAN threshold at the word level
     alpha_min_sentence: float | None = None  # HPAN threshold at the sentence level (None: same)
     dropout: float = 0.0  # on embeddings and on the document vector (HPAN/HSAN: 0.1)
-    length_groups: int = 4  # word encoder runs on this many length-sorted groups (less padding)
+    length_groups: int = 8  # word encoder runs on this many length-sorted groups (less padding)
 
 
 class Pooling(nn.Module):
@@ -73,33 +74,35 @@ class HAN(nn.Module):
         return asdict(self.config)
 
     def encode_sentences(self, words: torch.Tensor, word_mask: torch.Tensor):
-        """Sentence vectors (S, 2H) from word ids (S, W), with word weights (S, W) and pruned mask."""
+        """Sentence vectors (S, 2H) from word ids (S, W), with word weights (S, W) and pruned mask.
+
+        Sentences of a batch vary a lot in length, so they are encoded in length-sorted groups,
+        each padded only to its own longest sentence. The groups are cut from the word *ids*
+        and embedded in one flat lookup that is then split: slicing an embedded tensor instead
+        would make autograd zero-fill a full (S, W, E) gradient once per group.
+        """
         S, W = words.shape
-        groups = self.config.length_groups if S >= 4 * self.config.length_groups else 1
-        if groups <= 1:
-            return self._encode_group(words, word_mask)
-        # sentences of a batch vary a lot in length: encode length-sorted groups, each padded only
-        # to its own longest sentence, then put every row back in place
+        groups = max(1, min(self.config.length_groups, S // 4))
         lengths = word_mask.sum(1)
         order = torch.argsort(lengths)
-        out = torch.empty(S, self.word_encoder.output_size, device=words.device)
-        weights = torch.zeros(S, W, device=words.device)
-        pruned = torch.zeros(S, W, dtype=torch.bool, device=words.device)
-        for rows in torch.tensor_split(order, groups):
-            w_max = int(lengths[rows].max())
-            s, a, p = self._encode_group(words[rows, :w_max], word_mask[rows, :w_max])
-            out = out.index_copy(0, rows, s.to(out.dtype))
-            if a is not None:
-                weights[rows, :w_max] = a.to(weights.dtype)
-            if p is not None:
-                pruned[rows, :w_max] = p
-        has_weights = self.word_pool.kind == "attention"
-        return out, (weights if has_weights else None), (pruned if self.config.normalizer == "pruned" else None)
-
-    def _encode_group(self, words, word_mask):
-        x = self.dropout(self.embedding(words))  # (S, W, E)
-        h = self.word_encoder(x, word_mask)  # (S, W, 2H)   eq. 2-4
-        return self.word_pool(h, word_mask)  # (S, 2H)      eq. 5-7
+        chunks = [rows for rows in torch.tensor_split(order, groups) if len(rows)]
+        widths = [int(lengths[rows].max()) for rows in chunks]
+        ids = [words[rows, :w] for rows, w in zip(chunks, widths)]  # integers: no gradient
+        masks = [word_mask[rows, :w] for rows, w in zip(chunks, widths)]
+        flat = self.dropout(self.embedding(torch.cat([g.reshape(-1) for g in ids])))  # (sum rows*w, E)
+        pooled, weights, pruned = [], [], []
+        for x, g, m in zip(torch.split(flat, [g.numel() for g in ids]), ids, masks):
+            h = self.word_encoder(x.view(*g.shape, -1), m)  # (rows, w, 2H)   eq. 2-4
+            s, a, p = self.word_pool(h, m)  # (rows, 2H)   eq. 5-7
+            pooled.append(s)
+            weights.append(None if a is None else F.pad(a, (0, W - a.shape[1])))
+            pruned.append(None if p is None else F.pad(p, (0, W - p.shape[1])))
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(S, device=order.device)
+        out = torch.cat(pooled)[inverse]  # (S, 2H), rows back in batch order
+        att = torch.cat(weights)[inverse] if weights[0] is not None else None
+        prn = torch.cat(pruned)[inverse] if pruned[0] is not None else None
+        return out, att, prn
 
     def forward(self, batch: HierarchicalBatch, return_attention: bool = False) -> ModelOutput:
         s, word_w, word_pruned = self.encode_sentences(batch.words, batch.word_mask)  # (S, 2H)
