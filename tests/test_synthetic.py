@@ -139,6 +139,7 @@ def test_negation_and_two_deciding_sentences_are_common(corpus):
     n_deciding = sum(len(r["sentences"]) for r in corpus.rationales)
     n_negated = sum(len(r["words"]) - len(r["sentences"]) for r in corpus.rationales)
     n_two = sum(len(r["sentences"]) == 2 for r in corpus.rationales)
+    assert corpus.stats == {"two_deciding_documents": n_two, "negated_deciding_sentences": n_negated}
     assert 0.33 < n_negated / n_deciding < 0.47  # every class is paired when n_classes=4
     assert 0.19 < n_two / len(corpus) < 0.31
     positions = Counter(s for r in corpus.rationales for s in r["sentences"])
@@ -212,9 +213,9 @@ def test_make_splits_rejects_unknown_options():
 
 
 def test_ten_thousand_documents_in_under_two_seconds():
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: other jobs on the machine do not count
     c = make_corpus(10_000, seed=5)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert len(c) == 10_000
     assert elapsed < 2.0, f"generating 10,000 documents took {elapsed:.2f} s"
 
@@ -229,7 +230,7 @@ def test_word_pairs_are_needed_to_learn_the_labels(splits):
     for name, ngram_range in (("unigram", (1, 1)), ("unigram+bigram", (1, 2))):
         vectorizer = CountVectorizer(ngram_range=ngram_range, token_pattern=r"[a-z]+")
         x_train, x_test = vectorizer.fit_transform(train.texts), vectorizer.transform(test.texts)
-        model = LogisticRegression(max_iter=2000).fit(x_train, train.labels)
+        model = LogisticRegression(solver="newton-cg", max_iter=200).fit(x_train, train.labels)
         accuracy[name] = model.score(x_test, test.labels)
     print(f"logistic regression test accuracy: {accuracy}")
     assert accuracy["unigram+bigram"] >= 0.95, accuracy

@@ -176,19 +176,19 @@ _FEELINGS = ["bored", "excited", "tired", "hungry", "busy", "curious", "worried"
 _MISHAPS = ["broke", "was lost", "was too old", "was too small", "got stolen", "was too loud", "went missing"]
 
 
-
 class _Pool:
     """Phrases drawn with Zipf-like frequencies: the first most often, as words are in real text."""
 
-    __slots__ = ("phrases", "_cumulative")
+    __slots__ = ("phrases", "_cumulative", "_total")
 
     def __init__(self, phrases: Sequence[str], exponent: float = ZIPF_EXPONENT):
         self.phrases = [tuple(phrase.split()) for phrase in phrases]  # each phrase as its tokens
         self._cumulative = list(accumulate(1.0 / (rank + 1) ** exponent for rank in range(len(phrases))))
+        self._total = self._cumulative[-1]
+        self._cumulative[-1] = float("inf")  # so rounding can never index past the end
 
     def pick(self, rng: random.Random) -> tuple[str, ...]:
-        i = bisect(self._cumulative, rng.random() * self._cumulative[-1])
-        return self.phrases[min(i, len(self.phrases) - 1)]
+        return self.phrases[bisect(self._cumulative, rng.random() * self._total)]
 
 
 # uppercase slot of a narrative template -> its pool
@@ -226,8 +226,7 @@ _OPENER, _TAIL, _COPULA = _Pool(_OPENERS), _Pool(_TAILS), _Pool(_COPULAS)
 _DETERMINER, _SUBJECT, _NEUTRAL, _DECOY = _SLOTS["DET"], _SLOTS["SUBJECT"], _SLOTS["NEUTRAL"], _SLOTS["DECOY"]
 _INTENSIFIER, _PLAIN_INTENSIFIER = _Pool(INTENSIFIERS), _Pool(PLAIN_INTENSIFIERS)
 
-_CUE_WORDS = frozenset(word for cues in CLASS_CUES.values() for word in cues)
-MIN_WORDS, MAX_TOKENS = 5, 20
+MIN_WORDS = 5  # every sentence has at least this many words (and at most 20 tokens, by construction)
 
 
 def class_names(n_classes: int = 4) -> list[str]:
@@ -315,7 +314,7 @@ def _document(
 
 def _generate(
     labels: list[str], classes: list[str], rng: random.Random, min_sentences: int, max_sentences: int
-) -> tuple[list[list[str]], list[dict], dict[str, int]]:
+) -> tuple[list[list[str]], list[dict]]:
     """Sentences and rationales for ``labels``; every document's text is new (retry on a repeat)."""
     seen: set[str] = set()
     all_sentences: list[list[str]] = []
@@ -334,11 +333,14 @@ def _generate(
         seen.add(text)
         all_sentences.append(sentences)
         rationales.append(rationale)
-    stats = {
+    return all_sentences, rationales
+
+
+def _stats(rationales: list[dict]) -> dict[str, int]:
+    return {
         "two_deciding_documents": sum(len(r["sentences"]) == 2 for r in rationales),
         "negated_deciding_sentences": sum(len(r["words"]) - len(r["sentences"]) for r in rationales),
     }
-    return all_sentences, rationales, stats
 
 
 def _balanced_labels(n_docs: int, classes: list[str], rng: random.Random) -> list[str]:
@@ -360,7 +362,7 @@ def _check_sizes(min_sentences: int, max_sentences: int, **counts: int) -> None:
 
 def _corpus(
     sentences: list[list[str]], labels: list[str], rationales: list[dict], classes: list[str],
-    first_id: int, source: str, stats: dict[str, int],
+    first_id: int, source: str,
 ) -> Corpus:
     return Corpus(
         texts=[" ".join(doc) for doc in sentences],
@@ -369,7 +371,7 @@ def _corpus(
         ids=[f"synthetic-{first_id + i:06d}" for i in range(len(labels))],
         source=source,
         classes=list(classes),
-        stats=stats,
+        stats=_stats(rationales),
         rationales=rationales,
     )
 
@@ -382,8 +384,8 @@ def make_corpus(
     _check_sizes(min_sentences, max_sentences, n_docs=n_docs)
     rng = random.Random(seed)
     labels = _balanced_labels(n_docs, classes, rng)
-    sentences, rationales, stats = _generate(labels, classes, rng, min_sentences, max_sentences)
-    return _corpus(sentences, labels, rationales, classes, 0, f"synthetic(seed={seed})", stats)
+    sentences, rationales = _generate(labels, classes, rng, min_sentences, max_sentences)
+    return _corpus(sentences, labels, rationales, classes, 0, f"synthetic(seed={seed})")
 
 
 def make_splits(
@@ -401,18 +403,13 @@ def make_splits(
     _check_sizes(min_sentences, max_sentences, n_train=n_train, n_test=n_test)
     rng = random.Random(seed)
     labels = _balanced_labels(n_train, classes, rng) + _balanced_labels(n_test, classes, rng)
-    sentences, rationales, _ = _generate(labels, classes, rng, min_sentences, max_sentences)
-    splits = {}
-    for name, lo, hi in (("train", 0, n_train), ("test", n_train, n_train + n_test)):
-        part = rationales[lo:hi]
-        stats = {
-            "two_deciding_documents": sum(len(r["sentences"]) == 2 for r in part),
-            "negated_deciding_sentences": sum(len(r["words"]) - len(r["sentences"]) for r in part),
-        }
-        splits[name] = _corpus(
-            sentences[lo:hi], labels[lo:hi], part, classes, lo, f"synthetic(seed={seed})/{name}", stats
+    sentences, rationales = _generate(labels, classes, rng, min_sentences, max_sentences)
+    return {
+        name: _corpus(
+            sentences[lo:hi], labels[lo:hi], rationales[lo:hi], classes, lo, f"synthetic(seed={seed})/{name}"
         )
-    return splits
+        for name, lo, hi in (("train", 0, n_train), ("test", n_train, n_train + n_test))
+    }
 
 
 def write_jsonl(corpus: Corpus, path: str | os.PathLike) -> Path:
