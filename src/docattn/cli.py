@@ -250,6 +250,7 @@ def evaluate(
 def predict(
     run: Path = typer.Argument(..., help="Run directory."),
     data: str = typer.Argument("-", help="Documents: any supported file, plain text (one per line), or - for stdin."),
+    split: Optional[str] = typer.Option(None, "--split", help="For sources with splits (default: test)."),
     fmt: Optional[str] = typer.Option(None, "--format"),
     text_col: Optional[str] = typer.Option(None, "--text-col"),
     label_col: Optional[str] = typer.Option(None, "--label-col"),
@@ -259,15 +260,11 @@ def predict(
     from docattn.data.readers import read_corpus
 
     clf = DocumentClassifier.load(run)
-    opts = _reader_options(fmt, text_col, label_col)
-    if data == "-" and "format" not in opts:
-        opts["format"] = "lines"
-    try:
-        corpus = read_corpus(_resolve(data), **opts)
-    except DocattnError as err:
-        if "several splits" not in str(err) and "splits" not in str(err):
-            raise
-        corpus = read_corpus(_resolve(data), split="test", **opts)
+    if data == "-":
+        opts = _reader_options(fmt or "lines", text_col, label_col)
+        corpus = read_corpus("-", **opts)
+    else:  # a source with splits is predicted on its test split
+        corpus = _read_eval_corpus(data, split, fmt, text_col, label_col)
     probs = clf.predict_proba(corpus)
     classes = clf.labels.classes
     out = sys.stdout

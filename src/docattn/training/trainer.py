@@ -21,9 +21,7 @@ def init_embeddings(model, data: PreparedData, cfg) -> dict:
     dim = emb.weight.shape[1]
     t0 = time.perf_counter()
     if cfg.embeddings == "word2vec":
-        from docattn.data.embeddings import train_word2vec
-
-        matrix = train_word2vec(data.splits["train"], data.vocab, dim=dim, epochs=cfg.word2vec_epochs, seed=cfg.seed)
+        matrix = _cached_word2vec(data, dim, cfg)
     else:
         from docattn.data.embeddings import load_vectors
 
@@ -36,6 +34,24 @@ def init_embeddings(model, data: PreparedData, cfg) -> dict:
     emb.weight.requires_grad_(not cfg.freeze_embeddings)
     info["embedding_seconds"] = round(time.perf_counter() - t0, 2)
     return info
+
+
+def _cached_word2vec(data: PreparedData, dim: int, cfg) -> np.ndarray:
+    """word2vec vectors, kept beside a cached corpus so repeated runs (seeds, models) train them once."""
+    import os
+
+    from docattn.data.embeddings import train_word2vec
+
+    folder = data.info.get("cache")
+    path = Path(folder) / f"word2vec-d{dim}-e{cfg.word2vec_epochs}-s{cfg.seed}.npy" if folder else None
+    if path is not None and path.exists():
+        return np.load(path)
+    matrix = train_word2vec(data.splits["train"], data.vocab, dim=dim, epochs=cfg.word2vec_epochs, seed=cfg.seed)
+    if path is not None:
+        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
+        np.save(tmp, matrix)
+        os.replace(tmp, path)
+    return matrix
 
 
 def evaluate_encoded(clf, enc) -> dict:
