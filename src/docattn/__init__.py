@@ -1,6 +1,6 @@
 """docattn: attention-based document classification you can train, trust and explain."""
 
-__version__ = "0.1.0"
+from docattn.version import __version__
 
 __all__ = ["DocumentClassifier", "create_model", "list_models", "__version__"]
 

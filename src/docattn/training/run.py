@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from docattn import __version__
+from docattn.version import __version__
 from docattn.data.corpus import LabelMap
 from docattn.data.prepare import DataSettings
 from docattn.data.text import Vocabulary, write_json_atomic
