@@ -9,6 +9,10 @@ from typing import List, Optional
 
 import typer
 
+from docattn.data.sources import parse_value as _parse_value
+from docattn.data.sources import read_evaluation_corpus as _read_eval_corpus
+from docattn.data.sources import reader_options as _reader_options
+from docattn.data.sources import resolve_source as _resolve
 from docattn.errors import DocattnError
 
 app = typer.Typer(
@@ -27,14 +31,6 @@ def _console():
     return Console(stderr=True)
 
 
-def _parse_value(text: str):
-    """``--set`` values: JSON where it parses (numbers, true, null, lists), else the string."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
 def _parse_sets(items: List[str]) -> dict:
     out = {}
     for item in items or []:
@@ -43,25 +39,6 @@ def _parse_sets(items: List[str]) -> dict:
         k, v = item.split("=", 1)
         out[k.strip().replace("-", "_")] = _parse_value(v)
     return out
-
-
-def _resolve(path_or_name: str) -> str:
-    if path_or_name == "-" or Path(path_or_name).exists():
-        return path_or_name
-    from docattn.data.registry import resolve
-
-    return str(resolve(path_or_name))
-
-
-def _reader_options(fmt, text_col, label_col) -> dict:
-    opts = {}
-    if fmt:
-        opts["format"] = fmt
-    if text_col:
-        opts["text_columns"] = [_parse_value(c) for c in text_col.split(",")]
-    if label_col is not None:
-        opts["label_column"] = _parse_value(label_col)
-    return opts
 
 
 @app.callback(invoke_without_command=True)
@@ -196,17 +173,6 @@ def train(
         t = clf.results["test"]
         console.print(f"test: accuracy {t['accuracy']:.4f}, macro-F1 {t['macro_f1']:.4f} ({t['documents']} documents)")
     console.print(f"run directory: {out}")
-
-
-def _read_eval_corpus(data: str, split: Optional[str], fmt, text_col, label_col):
-    from docattn.data.readers import read_splits
-
-    opts = _reader_options(fmt, text_col, label_col)
-    splits = read_splits(_resolve(data), **opts)
-    name = split or ("test" if "test" in splits else ("all" if "all" in splits else next(iter(splits))))
-    if name not in splits:
-        raise DocattnError(f"{data}: no split {name!r} (found {sorted(splits)})")
-    return splits[name]
 
 
 @app.command()

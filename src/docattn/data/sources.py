@@ -1,0 +1,48 @@
+"""Where a command's data comes from: a path or a registered name, and which split of it to use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from docattn.errors import DataError
+
+
+def parse_value(text: str):
+    """Command-line values: JSON where it parses (numbers, true, null, lists), else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def resolve_source(path_or_name: str) -> str:
+    """An existing path (or '-' for stdin) as is; a registered data set name -> its downloaded folder."""
+    if path_or_name == "-" or Path(path_or_name).exists():
+        return path_or_name
+    from docattn.data.registry import resolve
+
+    return str(resolve(path_or_name))
+
+
+def reader_options(fmt: str | None = None, text_col: str | None = None, label_col: str | None = None) -> dict:
+    """Reader keyword arguments from the CLI's --format, --text-col (comma separated), --label-col."""
+    opts: dict = {}
+    if fmt:
+        opts["format"] = fmt
+    if text_col:
+        opts["text_columns"] = [parse_value(c) for c in text_col.split(",")]
+    if label_col is not None:
+        opts["label_column"] = parse_value(label_col)
+    return opts
+
+
+def read_evaluation_corpus(data: str, split: str | None = None, fmt=None, text_col=None, label_col=None):
+    """One split of a source: the one asked for, else its test split, else all of it."""
+    from docattn.data.readers import read_splits
+
+    splits = read_splits(resolve_source(data), **reader_options(fmt, text_col, label_col))
+    name = split or ("test" if "test" in splits else ("all" if "all" in splits else next(iter(splits))))
+    if name not in splits:
+        raise DataError(f"{data}: no split {name!r} (found {sorted(splits)})")
+    return splits[name]
