@@ -1,0 +1,111 @@
+"""Flat Bi-LSTM baselines: CSPAN's "Bi-LSTM alone" ablation, with mean, max or attention pooling.
+
+word embeddings (300-d) -> Bi-LSTM (d/2 = 150 per direction) over the whole document
+                        -> mean / max / additive attention over positions -> softmax
+
+The backward LSTM reads each document reversed within its own length (as ``PaddedBiGRU``),
+so padding never enters a real position's state and outputs match packed sequences exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+
+from docattn.data.batching import FlatBatch
+from docattn.models import register_model
+from docattn.models.layers import AttentionPooling, masked_max, masked_mean, reverse_padded
+from docattn.models.output import ModelOutput
+
+PAPER = "Jiang et al., CSPAN (ablation: Bi-LSTM alone); pooling variants as HAN's HN-AVE / HN-MAX / HN-ATT"
+TRAINING = {"optimizer": "adam", "lr": 1e-3, "weight_decay": 1e-4, "batch_size": 64, "max_tokens": 1000}  # CSPAN's Adam
+
+
+@dataclass
+class BiLSTMConfig:
+    embedding_dim: int = 300  # CSPAN: GloVe 300-d
+    hidden_size: int = 150  # units per direction: d/2 (CSPAN)
+    pooling: str = "mean"  # "mean", "max" or "attention"
+    context_dim: int = 100  # attention: size of u_t and the context vector (HAN: 100)
+    dropout: float = 0.1  # on embeddings and on the document vector
+
+    def __post_init__(self):
+        if self.pooling not in ("mean", "max", "attention"):
+            raise ValueError(f"pooling must be mean, max or attention, got {self.pooling!r}")
+
+
+class PaddedBiLSTM(nn.Module):
+    """Bidirectional LSTM over right-padded rows, exact without packing (see ``PaddedBiGRU``)."""
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.fwd = nn.LSTM(input_size, hidden_size, batch_first=True)
+        self.bwd = nn.LSTM(input_size, hidden_size, batch_first=True)
+        self.output_size = 2 * hidden_size
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x (N, T, D), mask (N, T) right-padded -> (N, T, 2H), zero on padding."""
+        lengths = mask.sum(1)
+        out_f, _ = self.fwd(x)  # (N, T, H)
+        out_b, _ = self.bwd(reverse_padded(x, lengths))  # (N, T, H), reversed order
+        out = torch.cat([out_f, reverse_padded(out_b, lengths)], dim=-1)  # (N, T, 2H)
+        return out * mask.unsqueeze(-1).to(out.dtype)
+
+
+def max_share(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(N, T) share of the max-pooled dimensions of h (N, T, D) that each position supplied."""
+    idx = h.masked_fill(~mask.unsqueeze(-1), float("-inf")).argmax(dim=1)  # (N, D)
+    counts = torch.zeros(mask.shape, device=h.device, dtype=h.dtype)
+    counts.scatter_add_(1, idx, torch.ones_like(idx, dtype=h.dtype))
+    return counts / h.shape[-1]
+
+
+class BiLSTMClassifier(nn.Module):
+    layout = "flat"
+
+    def __init__(self, vocab_size: int, num_classes: int, **hparams):
+        super().__init__()
+        self.config = cfg = BiLSTMConfig(**hparams)
+        self.num_classes = num_classes
+        self.embedding = nn.Embedding(vocab_size, cfg.embedding_dim, padding_idx=0)
+        self.encoder = PaddedBiLSTM(cfg.embedding_dim, cfg.hidden_size)
+        if cfg.pooling == "attention":
+            self.attention = AttentionPooling(2 * cfg.hidden_size, cfg.context_dim)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.classifier = nn.Linear(2 * cfg.hidden_size, num_classes)
+
+    def hparams(self) -> dict:
+        return asdict(self.config)
+
+    def forward(self, batch: FlatBatch, return_attention: bool = False) -> ModelOutput:
+        mask = batch.mask  # (B, T)
+        x = self.dropout(self.embedding(batch.tokens))  # (B, T, E)
+        h = self.encoder(x, mask)  # (B, T, 2H)
+        weights = None
+        if self.config.pooling == "attention":
+            v, weights, _ = self.attention(h, mask)  # (B, 2H), (B, T)
+        elif self.config.pooling == "max":
+            v = masked_max(h, mask)  # (B, 2H)
+        else:
+            v = masked_mean(h, mask)  # (B, 2H)
+        out = ModelOutput(logits=self.classifier(self.dropout(v)))  # (B, C)
+        if return_attention:
+            if self.config.pooling == "max":
+                weights = max_share(h, mask)
+            out.attentions = {"token": weights} if weights is not None else {}
+        return out
+
+
+def _variant(name: str, description: str, **defaults):
+    @register_model(name, description=description, paper=PAPER, layout="flat", training=TRAINING, **defaults)
+    def build(vocab_size: int, num_classes: int, **hparams) -> BiLSTMClassifier:
+        return BiLSTMClassifier(vocab_size, num_classes, **hparams)
+
+    return build
+
+
+_variant("bilstm", "Bi-LSTM over the whole document, mean pooling (CSPAN's Bi-LSTM-alone ablation)", pooling="mean")
+_variant("bilstm-max", "Bi-LSTM over the whole document, max pooling", pooling="max")
+_variant("bilstm-attention", "Bi-LSTM over the whole document, additive attention pooling", pooling="attention")
