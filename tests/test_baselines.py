@@ -216,7 +216,7 @@ def test_kim_cnn_documents_shorter_than_the_widest_window():
 
 
 def test_padded_bilstm_matches_packed():
-    from docattn.models.bilstm import PaddedBiLSTM
+    from docattn.models.layers import PaddedBiLSTM
 
     torch.manual_seed(0)
     lstm = PaddedBiLSTM(5, 4)
@@ -235,7 +235,7 @@ def test_padded_bilstm_matches_packed():
 
 
 def test_bilstm_max_attribution_counts_pooled_dimensions():
-    from docattn.models.bilstm import max_share
+    from docattn.models.layers import max_pool_shares as max_share
 
     h = torch.tensor([[[1.0, 0.0, 5.0], [2.0, 3.0, 0.0], [9.0, 9.0, 9.0]]])  # (1, T=3, D=3), last is padding
     mask = torch.tensor([[True, True, False]])

@@ -161,7 +161,7 @@ def test_sanet_attention_is_unscaled_softmax_of_x_wqk_xt():
 
 
 def test_sinusoidal_encoding_any_length():
-    from docattn.models.sanet import sinusoidal_encoding
+    from docattn.models.layers import sinusoidal_encoding
 
     pe = sinusoidal_encoding(3000, 6)
     assert pe.shape == (3000, 6)
@@ -172,7 +172,7 @@ def test_sinusoidal_encoding_any_length():
 
 
 def test_max_pool_shares_count_the_winning_dimensions():
-    from docattn.models.sanet import max_pool_shares
+    from docattn.models.layers import max_pool_shares
 
     h = torch.tensor([[[1.0, 0.0, 5.0, 2.0], [3.0, 1.0, 0.0, 1.0], [9.0, 9.0, 9.0, 9.0]]])  # (1, 3, 4)
     mask = torch.tensor([[True, True, False]])
@@ -181,7 +181,7 @@ def test_max_pool_shares_count_the_winning_dimensions():
 
 
 def test_padded_bilstm_matches_packed():
-    from docattn.models.cspan import PaddedBiLSTM
+    from docattn.models.layers import PaddedBiLSTM
 
     torch.manual_seed(0)
     lstm = PaddedBiLSTM(5, 4)

@@ -16,7 +16,7 @@ import torch.nn as nn
 
 from docattn.data.batching import FlatBatch
 from docattn.models import register_model
-from docattn.models.layers import AttentionPooling, masked_max, masked_mean, reverse_padded
+from docattn.models.layers import AttentionPooling, PaddedBiLSTM, masked_max, masked_mean, max_pool_shares
 from docattn.models.output import ModelOutput
 
 PAPER = "Jiang et al., CSPAN (ablation: Bi-LSTM alone); pooling variants as HAN's HN-AVE / HN-MAX / HN-ATT"
@@ -34,32 +34,6 @@ class BiLSTMConfig:
     def __post_init__(self):
         if self.pooling not in ("mean", "max", "attention"):
             raise ValueError(f"pooling must be mean, max or attention, got {self.pooling!r}")
-
-
-class PaddedBiLSTM(nn.Module):
-    """Bidirectional LSTM over right-padded rows, exact without packing (see ``PaddedBiGRU``)."""
-
-    def __init__(self, input_size: int, hidden_size: int):
-        super().__init__()
-        self.fwd = nn.LSTM(input_size, hidden_size, batch_first=True)
-        self.bwd = nn.LSTM(input_size, hidden_size, batch_first=True)
-        self.output_size = 2 * hidden_size
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x (N, T, D), mask (N, T) right-padded -> (N, T, 2H), zero on padding."""
-        lengths = mask.sum(1)
-        out_f, _ = self.fwd(x)  # (N, T, H)
-        out_b, _ = self.bwd(reverse_padded(x, lengths))  # (N, T, H), reversed order
-        out = torch.cat([out_f, reverse_padded(out_b, lengths)], dim=-1)  # (N, T, 2H)
-        return out * mask.unsqueeze(-1).to(out.dtype)
-
-
-def max_share(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """(N, T) share of the max-pooled dimensions of h (N, T, D) that each position supplied."""
-    idx = h.masked_fill(~mask.unsqueeze(-1), float("-inf")).argmax(dim=1)  # (N, D)
-    counts = torch.zeros(mask.shape, device=h.device, dtype=h.dtype)
-    counts.scatter_add_(1, idx, torch.ones_like(idx, dtype=h.dtype))
-    return counts / h.shape[-1]
 
 
 class BiLSTMClassifier(nn.Module):
@@ -93,7 +67,7 @@ class BiLSTMClassifier(nn.Module):
         out = ModelOutput(logits=self.classifier(self.dropout(v)))  # (B, C)
         if return_attention:
             if self.config.pooling == "max":
-                weights = max_share(h, mask)
+                weights = max_pool_shares(h, mask)
             out.attentions = {"token": weights} if weights is not None else {}
         return out
 

@@ -35,9 +35,8 @@ import torch.nn.functional as F
 
 from docattn.data.batching import FlatBatch
 from docattn.models import register_model
-from docattn.models.layers import masked_mean, masked_softmax, reverse_padded
+from docattn.models.layers import PaddedBiLSTM, masked_mean, masked_softmax, sinusoidal_encoding
 from docattn.models.output import ModelOutput
-from docattn.models.sanet import sinusoidal_encoding
 
 CSPAN_PAPER = "Jiang et al., Cascaded Semantic and Positional Self-Attention Network for Document Classification"
 # Section 3.2: Adam, lr 1e-3, weight decay 1e-4, batches of 64, lr divided by 10 at epochs 20 and
@@ -75,28 +74,6 @@ class CSPANConfig:
     relative_clip: int = 16  # k: relative distances clipped to [-k, k] (Shaw et al. 2018)
     pooling: str = "multi-query"  # "mean" for Table 3's rows before "+ multi-query"
     dropout: float = 0.0  # on the document vector before the classifier (the paper reports none)
-
-
-class PaddedBiLSTM(nn.Module):
-    """One bidirectional LSTM layer over right-padded rows, exact without packing.
-
-    As ``layers.PaddedBiGRU``: the backward LSTM runs forward over each row reversed within its
-    own length, so pads only ever come after real steps and a row's output is independent of
-    the batch it sits in.
-    """
-
-    def __init__(self, input_size: int, hidden_size: int):
-        super().__init__()
-        self.fwd = nn.LSTM(input_size, hidden_size, batch_first=True)
-        self.bwd = nn.LSTM(input_size, hidden_size, batch_first=True)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x (B, T, D), mask (B, T) right-padded -> (B, T, 2H), zero on padding."""
-        lengths = mask.sum(1)
-        out_f, _ = self.fwd(x)  # (B, T, H)   eq. 5
-        out_b, _ = self.bwd(reverse_padded(x, lengths))  # (B, T, H) in reversed order   eq. 6
-        out = torch.cat([out_f, reverse_padded(out_b, lengths)], dim=-1)  # (B, T, 2H)   eq. 7
-        return out * mask.unsqueeze(-1).to(out.dtype)
 
 
 class BiLSTMEncoder(nn.Module):

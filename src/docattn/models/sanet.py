@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from docattn.data.batching import FlatBatch
 from docattn.models import register_model
-from docattn.models.layers import masked_max, masked_softmax
+from docattn.models.layers import masked_max, masked_softmax, max_pool_shares, sinusoidal_encoding
 from docattn.models.output import ModelOutput
 
 SANET_PAPER = "Letarte et al. 2018, Self-Attention Network (SANet)"
@@ -60,16 +60,6 @@ class SANetConfig:
     attention: bool = True  # False: the paper's baseline, self-attention replaced by a feed-forward layer
     dropout: float = 0.1  # on the output of every sub-layer (paper: 0.1)
     scaled: bool = False  # divide scores by sqrt(d) as Vaswani et al. do (the paper does not)
-
-
-def sinusoidal_encoding(length: int, dim: int, device=None, dtype=torch.float32) -> torch.Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(...); (length, dim), any length."""
-    pos = torch.arange(length, device=device, dtype=torch.float32).unsqueeze(1)  # (T, 1)
-    rate = torch.exp(torch.arange(0, dim, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / dim))
-    pe = torch.zeros(length, dim, device=device)
-    pe[:, 0::2] = torch.sin(pos * rate)  # (T, ceil(dim/2))
-    pe[:, 1::2] = torch.cos(pos * rate[: dim // 2])  # (T, floor(dim/2))
-    return pe.to(dtype)
 
 
 class SelfAttention(nn.Module):
@@ -129,15 +119,6 @@ class SelfAttentionBlock(nn.Module):
         f, _ = self.ffn(x, mask)
         x = self.norm2(x + self.dropout(f))  # (B, T, d)
         return x, w
-
-
-def max_pool_shares(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Share of the d max-pooled dimensions each real position wins: h (B, T, d) -> (B, T)."""
-    B, T, d = h.shape
-    winners = h.masked_fill(~mask.unsqueeze(-1), float("-inf")).argmax(dim=1)  # (B, d): first max on ties
-    counts = torch.zeros(B, T, device=h.device, dtype=h.dtype)
-    counts.scatter_add_(1, winners, torch.ones_like(winners, dtype=h.dtype))  # (B, T)
-    return counts / d * mask.any(-1, keepdim=True)  # an empty document gets all zeros
 
 
 class SANet(nn.Module):
