@@ -1,10 +1,252 @@
 """CLI commands of the explain package, added to the main app by ``register(app)``.
 
 Only typer is imported here; each command imports what it needs when it runs.
+
+    docattn attention-matrix RUN --data PATH --doc 0 --out DIR   self-attention heatmaps of one document
+    docattn attention-dist RUN --data PATH --word good           attention one word receives, per gold label
+    docattn attention-stats RUN --data PATH                      Gini, diagonality, entropy, exact zeros
+    docattn faithfulness RUN [RUN...] --data PATH --n 100        ERASER comprehensiveness / sufficiency / AOPC
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def _load(run: Path, data: str, split: Optional[str], fmt: Optional[str], n: int = 0):
+    from docattn.classifier import DocumentClassifier
+    from docattn.cli import _read_eval_corpus
+
+    clf = DocumentClassifier.load(run)
+    corpus = _read_eval_corpus(data, split, fmt, None, None)
+    if n and n < len(corpus):
+        corpus = corpus.subset(range(n))
+    return clf, corpus
+
+
+def _fmt(x, digits: int = 4) -> str:
+    return "-" if x is None or (isinstance(x, float) and x != x) else f"{x:.{digits}f}"
+
+
+def _table(title: str, text_columns, number_columns):
+    """A Rich table whose number columns never wrap or truncate (text columns give way first)."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for name, width in text_columns:
+        table.add_column(name, overflow="fold", min_width=width)
+    for name in number_columns:
+        table.add_column(name, justify="right", no_wrap=True)
+    return table
+
 
 def register(app) -> None:
     """Add the explanation commands to ``app``."""
+
+    @app.command("attention-matrix")
+    def attention_matrix(
+        run: Path = typer.Argument(..., help="Run directory."),
+        data: str = typer.Option(..., "--data", help="Documents (any supported format or data set name)."),
+        doc: int = typer.Option(0, "--doc", help="Index of the document in the data."),
+        out: Path = typer.Option(Path("attention-matrices"), "--out", help="Folder for the figures."),
+        sentence: Optional[str] = typer.Option(None, "--sentence", help="Hierarchical models: sentence index for word-level "
+                                               "matrices, or 'all' (default: the sentence with the most attention)."),
+        image_format: str = typer.Option("png", "--image-format", help="png, svg or pdf."),
+        max_tokens: int = typer.Option(200, "--max-tokens", help="Show at most this many words per axis."),
+        split: Optional[str] = typer.Option(None, "--split"),
+        fmt: Optional[str] = typer.Option(None, "--format"),
+    ):
+        """Self-attention heatmaps of one document, words on both axes: one figure per matrix, block and head."""
+        from rich.console import Console
+
+        from docattn.explain.plots import plot_attention_matrix
+        from docattn.explain.stats import document_matrices
+
+        console = Console(stderr=True)
+        clf, corpus = _load(run, data, split, fmt)
+        pick = None if sentence is None else ("all" if sentence == "all" else int(sentence))
+        matrices = document_matrices(clf, corpus, doc, pick)
+        if not matrices:
+            console.print(f"model {clf.model_name!r} has no self-attention matrices: nothing to draw "
+                          "(self-attention models: sanet*, hcan-*, can-*, cspan*)")
+            raise typer.Exit(1)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for i, m in enumerate(matrices):
+            name = "".join(c if c.isalnum() else "-" for c in m["name"]).strip("-")
+            path = out / f"doc{doc}-{i:03d}-{name}.{image_format.lstrip('.')}"
+            written.append(plot_attention_matrix(m["matrix"], m["tokens"], path,
+                                                 title=f"{clf.model_name}, document {doc}: {m['name']}", max_tokens=max_tokens))
+        console.print(f"wrote {len(written)} figure(s) to {out}")
+        for p in written:
+            typer.echo(str(p))
+
+    @app.command("attention-dist")
+    def attention_dist(
+        run: Path = typer.Argument(..., help="Run directory."),
+        data: str = typer.Option(..., "--data", help="Labelled documents."),
+        word: str = typer.Option(..., "--word", help="The word whose attention to collect, e.g. good."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Histogram figure (.png, .svg, .pdf)."),
+        level: str = typer.Option("word", "--level", help="word: p_word (HAN Figs. 3-4); combined: sqrt(p_sentence) * p_word."),
+        n: int = typer.Option(0, "--n", help="Use the first n documents (0: all)."),
+        bins: int = typer.Option(30, "--bins"),
+        as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON."),
+        split: Optional[str] = typer.Option(None, "--split"),
+        fmt: Optional[str] = typer.Option(None, "--format"),
+    ):
+        """Distribution of the attention a word receives over a data set, overall and per gold label."""
+        from docattn.explain.stats import word_attention_distribution
+
+        clf, corpus = _load(run, data, split, fmt, n)
+        result = word_attention_distribution(clf, corpus, word, level=level, bins=bins)
+        result.pop("values")
+        result.pop("labels")
+        if out is not None:
+            from docattn.explain.plots import plot_attention_distribution
+
+            result["figure"] = str(plot_attention_distribution(result, out))
+        if as_json:
+            typer.echo(json.dumps(result, indent=1))
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console()
+        table = Table("label", "count", "mean", "std", "q05", "q25", "median", "q75", "q95",
+                      title=f"{clf.model_name}: attention received by {result['word']!r} ({level})")
+        for name, s in [("all", result["overall"])] + list(result["by_label"].items()):
+            q = s["quantiles"]
+            table.add_row(name, str(s["count"]), _fmt(s["mean"]), _fmt(s["std"]),
+                          *[_fmt(q[k]) for k in ("0.05", "0.25", "0.5", "0.75", "0.95")])
+        console.print(table)
+        if out is not None:
+            console.print(f"figure: {result['figure']}")
+
+    @app.command("attention-stats")
+    def attention_stats(
+        run: Path = typer.Argument(..., help="Run directory."),
+        data: str = typer.Option(..., "--data", help="Documents."),
+        n: int = typer.Option(0, "--n", help="Use the first n documents (0: all)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON."),
+        split: Optional[str] = typer.Option(None, "--split"),
+        fmt: Optional[str] = typer.Option(None, "--format"),
+    ):
+        """Gini, entropy, exact zeros and diagonality (b = 1..5, SANet Table 2) of every attention the model returns."""
+        from docattn.explain.stats import attention_statistics
+
+        clf, corpus = _load(run, data, split, fmt, n)
+        result = attention_statistics(clf, corpus)
+        if corpus.rationales is not None and all(r is not None for r in corpus.rationales):
+            from docattn.explain.rationale import rationale_metrics
+            from docattn.explain.stats import surface_token_lists, unlabelled
+
+            lengths = None if clf.model.layout == "hierarchical" else [[len(s) for s in doc] for doc in surface_token_lists(clf, corpus)]
+            if lengths is not None and clf.limits.get("max_tokens"):
+                lengths = None  # truncated flat documents: the rationale positions may fall outside
+            scores = rationale_metrics(clf.explain(unlabelled(corpus)), corpus.rationales, sentence_lengths=lengths)
+            if scores:
+                result["rationales"] = scores
+        if as_json:
+            typer.echo(json.dumps(result, indent=1))
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console()
+        if not result["attentions"]:
+            console.print(f"model {clf.model_name!r} returns no attention weights")
+            return
+        table = _table(f"{clf.model_name} on {result['documents']} documents (rows: attention distributions)",
+                       [("attention", 15), ("kind", 6)], ["rows", "Gini", "entropy", "H / log n", "zeros"])
+        for key, s in result["attentions"].items():
+            kind = "dist." if s["kind"] == "distribution" else s["kind"]
+            table.add_row(key, kind, str(s["distributions"]), _fmt(s["gini"]), _fmt(s["entropy"]),
+                          _fmt(s["normalized_entropy"]), _fmt(s["zero_share"]))
+        console.print(table)
+        matrices = {k: s for k, s in result["attentions"].items() if s["kind"] == "matrix"}
+        if matrices:
+            bands = list(next(iter(matrices.values()))["diagonality"])
+            diag = _table("diagonality: share of attention mass with |i - j| <= b (SANet Table 2)",
+                          [("self-attention", 15)], ["matrices", "Gini/mat", *[f"b={b}" for b in bands]])
+            for key, s in matrices.items():
+                diag.add_row(key, str(s["matrices"]), _fmt(s["gini_matrix"]), *[_fmt(s["diagonality"][b]) for b in bands])
+            console.print(diag)
+        if result["pruned"]:
+            console.print("share of real words / sentences with exactly zero weight: "
+                          + ", ".join(f"{k} {v:.2%}" for k, v in result["pruned"].items()))
+        if "rationales" in result:
+            r = result["rationales"]
+            parts = [f"word AUPRC {r['word_auprc']:.3f}", f"R-precision {r['word_r_precision']:.3f}"]
+            if "top_sentence_accuracy" in r:
+                parts.insert(0, f"top sentence is a deciding one {r['top_sentence_accuracy']:.1%}")
+            parts.append("precision@k " + ", ".join(f"{k}: {v:.2f}" for k, v in r["word_precision_at_k"].items()))
+            console.print(f"attention vs ground-truth rationales ({r['documents']} documents): " + "; ".join(parts))
+
+    @app.command("faithfulness")
+    def faithfulness_cmd(
+        runs: List[Path] = typer.Argument(..., help="Run directories (several: one table over all the models)."),
+        data: str = typer.Option(..., "--data", help="Documents."),
+        n: int = typer.Option(100, "--n", help="Number of documents (0: all)."),
+        methods: str = typer.Option("attention,random,gradient_x_input,integrated_gradients", "--methods",
+                                    help="Comma-separated rankings to compare."),
+        percents: str = typer.Option("1,5,10,20,50", "--percents", help="k values (% of each document's words)."),
+        ig_steps: int = typer.Option(20, "--ig-steps", help="Integrated-gradients steps."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the random ranking."),
+        batch_size: int = typer.Option(32, "--batch-size"),
+        as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON (one run: its object; several: a list)."),
+        split: Optional[str] = typer.Option(None, "--split"),
+        fmt: Optional[str] = typer.Option(None, "--format"),
+    ):
+        """ERASER comprehensiveness (higher: more faithful) and sufficiency (lower: better), with AOPC, per ranking."""
+        from docattn.classifier import DocumentClassifier
+        from docattn.cli import _read_eval_corpus
+        from docattn.explain.faithfulness import faithfulness
+
+        corpus = _read_eval_corpus(data, split, fmt, None, None)
+        if n and n < len(corpus):
+            corpus = corpus.subset(range(n))
+        ks = [float(p) if "." in p else int(p) for p in percents.split(",") if p.strip()]
+        results = []
+        for run in runs:
+            clf = DocumentClassifier.load(run)
+            results.append(faithfulness(clf, corpus, methods=[m.strip() for m in methods.split(",") if m.strip()],
+                                        percents=ks, batch_size=batch_size, ig_steps=ig_steps, seed=seed))
+            results[-1]["run"] = str(run)
+        if as_json:
+            typer.echo(json.dumps(results[0] if len(results) == 1 else results, indent=1))
+            return
+        from rich.console import Console
+
+        console = Console()
+        cols = [str(k) for k in ks]
+        many = len(results) > 1
+        short = {"gradient_x_input": "grad*input", "integrated_gradients": "int. grads"}
+        first = results[0]
+        title = (f"faithfulness on {first['documents']} documents (mean {first['mean_words']:.0f} words); "
+                 "top k% words removed / kept")
+        table = _table(title if many else f"{first['model']}: {title}", [*([("model", 6)] if many else []), ("ranking", 10), ("metric", 6)],
+                       [*[f"{k}%" for k in cols], "AOPC", *([] if many else ["s"])])
+        for result in results:
+            model = [result["model"]] if many else []
+            for name, m in result["methods"].items():
+                if not m["available"]:
+                    table.add_row(*model, short.get(name, name), "n/a", *[""] * (len(cols) + (1 if many else 2)), end_section=True)
+                    continue
+                table.add_row(*model, short.get(name, name), "comp", *[_fmt(m["comprehensiveness"][k], 3) for k in cols],
+                              _fmt(m["aopc_comprehensiveness"], 3), *([] if many else [f"{m['seconds']:.0f}"]))
+                table.add_row(*[""] * len(model), "", "suff", *[_fmt(m["sufficiency"][k], 3) for k in cols],
+                              _fmt(m["aopc_sufficiency"], 3), *([] if many else [""]), end_section=True)
+        console.print(table)
+        console.print("comp(rehensiveness): drop in the predicted class's probability without the top words (higher: "
+                      "more faithful); suff(iciency): drop with only them (lower: more faithful)" + ("" if many else "; s: seconds"))
+        for result in results:
+            for name, m in result["methods"].items():
+                if not m["available"]:
+                    console.print(f"{result['model']} {name}: {m['reason']}")
+            if "accuracy" in result:
+                console.print(f"{result['model']} accuracy on these documents: {result['accuracy']:.2%}")

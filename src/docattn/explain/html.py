@@ -1,4 +1,15 @@
-"""A self-contained HTML attention report: no scripts or styles from the network, opens offline."""
+"""A self-contained HTML attention report: no scripts or styles from the network, opens offline.
+
+Each document shows its prediction, gold label and probabilities, a bar per sentence (sentence
+attention) and every word shaded by its attention. Two controls at the top, both inline script:
+
+- level: words by HAN's rule sqrt(p_sentence) * p_word (default), words by p_word alone (within
+  their sentence), or sentences only (bars, no word shading);
+- view: the model's attention (default) or, when ``add_attention_views`` attached them, one head
+  of a multi-head model (HCAN) or one learned query (CSPAN) at a time.
+
+Every weight written in the page (``data-w``, ``data-p``, ``data-weight``) is scaled to [0, 1].
+"""
 
 from __future__ import annotations
 
@@ -16,66 +27,126 @@ body{font-family:system-ui,sans-serif;margin:2em;max-width:60em;color:#222}
 .bar span{position:absolute;left:0;top:0;bottom:0;background:#1f77b4}
 .w{padding:0 .1em;border-radius:2px}
 .ok{color:#2a7} .bad{color:#c33}
+.controls{position:sticky;top:0;background:#fff;padding:.4em 0;border-bottom:1px solid #eee}
+.vname{font-size:80%;color:#777}
 body.sentence-only .w{background:none!important}
 """
 
 _SCRIPT = """
-function toggleLevel(){document.body.classList.toggle('sentence-only');}
+function shade(w){return 'rgba(255,80,0,'+Math.max(0,Math.min(1,w)).toFixed(3)+')';}
+function setLevel(v){
+  document.body.classList.toggle('sentence-only', v==='sentences');
+  var key = v==='word' ? 'p' : 'w';
+  document.querySelectorAll('span.w').forEach(function(s){s.style.background=shade(parseFloat(s.dataset[key]));});
+}
+function setView(v){
+  document.querySelectorAll('.doc').forEach(function(doc){
+    var views = doc.querySelectorAll('.view'), has = false;
+    views.forEach(function(x){ if (x.dataset.view === v) has = true; });
+    views.forEach(function(x){ x.hidden = x.dataset.view !== (has ? v : 'attention'); });
+  });
+}
 """
 
 
+def _clip(w) -> float:
+    w = 0.0 if w is None else float(w)
+    return 0.0 if not math.isfinite(w) else max(0.0, min(1.0, w))
+
+
 def _shade(weight: float) -> str:
-    a = max(0.0, min(1.0, weight))
-    return f"background:rgba(255,80,0,{a:.3f})"
+    return f"background:rgba(255,80,0,{_clip(weight):.3f})"
 
 
-def _word_spans(tokens, weights) -> str:
+def _word_spans(tokens, weights, within=None) -> str:
+    """Spans of shaded words: ``weights`` the shown intensity, ``within`` the word-level one (both in [0, 1])."""
+    within = weights if within is None else within
     parts = []
-    for tok, w in zip(tokens, weights):
-        w = 0.0 if w is None or not math.isfinite(w) else float(w)
-        parts.append(f'<span class="w" data-w="{w:.4f}" style="{_shade(w)}" title="{w:.3f}">{html.escape(tok)}</span>')
+    for tok, w, p in zip(tokens, weights, within):
+        w, p = _clip(w), _clip(p)
+        parts.append(f'<span class="w" data-w="{w:.4f}" data-p="{p:.4f}" style="{_shade(w)}" title="{w:.3f}">{html.escape(tok)}</span>')
     return " ".join(parts)
 
 
+def _scaled(values) -> list[float]:
+    top = max((v for v in values if v is not None and math.isfinite(v)), default=0.0) or 1.0
+    return [(0.0 if v is None or not math.isfinite(v) else v) / top for v in values]
+
+
+def _body(item: dict, sentence_weights=None, word_weights=None, token_weights=None) -> str:
+    """Sentence bars and word shading of one document for one set of weights."""
+    if item.get("layout") == "hierarchical":
+        sentences = item["sentences"]
+        if sentence_weights is None:
+            sentence_weights = [s["weight"] for s in sentences]
+        if word_weights is None:
+            word_weights = [s["word_weights"] for s in sentences]
+        rows = []
+        for s, p_s, words in zip(sentences, sentence_weights, word_weights):
+            p_s = 0.0 if p_s is None or not math.isfinite(p_s) else float(p_s)
+            words = list(words) if words is not None else [0.0] * len(s["tokens"])
+            # HAN's rule (Yang et al. 2016, sec. 3.6): word intensity sqrt(p_sentence) * p_word, scaled to the doc max
+            rows.append((p_s, s["tokens"], [math.sqrt(max(p_s, 0.0)) * w for w in words], _scaled(words)))
+        top = max((max(r[2], default=0.0) for r in rows), default=0.0) or 1.0
+        return "".join(
+            f'<div class="sent" data-weight="{_clip(p):.4f}"><div class="bar" title="sentence weight {_clip(p):.3f}">'
+            f'<span style="width:{100 * _clip(p):.1f}%"></span></div>'
+            f"<div>{_word_spans(toks, [w / top for w in shown], within)}</div></div>"
+            for p, toks, shown, within in rows
+        )
+    weights = token_weights if token_weights is not None else item.get("token_weights")
+    weights = weights if weights is not None else [0.0] * len(item["tokens"])
+    return f"<div>{_word_spans(item['tokens'], _scaled(weights))}</div>"
+
+
 def render_document(item: dict) -> str:
-    """One document: prediction, gold label, probabilities, sentence bars and shaded words."""
-    probs = ", ".join(f"{html.escape(str(c))}: {p:.3f}" for c, p in sorted(item["probabilities"].items(), key=lambda kv: -kv[1]))
+    """One document: prediction, gold label, probabilities, sentence bars and shaded words (and its views)."""
+    ranked = sorted(item["probabilities"].items(), key=lambda kv: -kv[1])
+    probs = ", ".join(f"{html.escape(str(c))}: {p:.3f}" for c, p in ranked)
     gold = item.get("label")
     verdict = ""
     if gold is not None:
         ok = str(gold) == str(item["prediction"])
         verdict = f' <b class="{"ok" if ok else "bad"}">{"correct" if ok else "wrong"}</b> (gold {html.escape(str(gold))})'
-    head = f'<div class="meta">{html.escape(str(item.get("id", "")))}: predicted <b>{html.escape(str(item["prediction"]))}</b>{verdict}<br>{probs}</div>'
-    rows = []
-    if item.get("layout") == "hierarchical":
-        for s in item["sentences"]:
-            p_s = s["weight"] if s["weight"] is not None else 0.0
-            words = s["word_weights"] or [0.0] * len(s["tokens"])
-            # HAN's rule (Yang et al. 2016, sec. 3.6): word intensity sqrt(p_sentence) * p_word, scaled to the doc max
-            shown = [math.sqrt(max(p_s, 0.0)) * w for w in words]
-            rows.append((p_s, s["tokens"], shown))
-        top = max((max(r[2], default=0.0) for r in rows), default=0.0) or 1.0
-        body = "".join(
-            f'<div class="sent" data-weight="{p:.4f}"><div class="bar" title="sentence weight {p:.3f}"><span style="width:{100 * max(0.0, min(1.0, p)):.1f}%"></span></div>'
-            f"<div>{_word_spans(toks, [w / top for w in shown])}</div></div>"
-            for p, toks, shown in rows
-        )
-    else:
-        weights = item.get("token_weights") or [0.0] * len(item["tokens"])
-        top = max(weights, default=0.0) or 1.0
-        body = f"<div>{_word_spans(item['tokens'], [w / top for w in weights])}</div>"
-    return f'<div class="doc">{head}{body}</div>'
+    head = (f'<div class="meta">{html.escape(str(item.get("id", "")))}: predicted '
+            f'<b>{html.escape(str(item["prediction"]))}</b>{verdict}<br>{probs}</div>')
+    views = item.get("views") or []
+    if not views:
+        return f'<div class="doc">{head}{_body(item)}</div>'
+    blocks = [f'<div class="view" data-view="attention">{_body(item)}</div>']
+    for v in views:
+        name = html.escape(v["name"])
+        body = _body(item, v.get("sentence_weights"), v.get("word_weights"), v.get("token_weights"))
+        blocks.append(f'<div class="view" data-view="{name}" hidden><div class="vname">{name}</div>{body}</div>')
+    return f'<div class="doc">{head}{"".join(blocks)}</div>'
 
 
 def write_html(items: list[dict], path, title: str = "docattn attention report") -> Path:
     """Write the report atomically; every style and script is inline."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    view_names: list[str] = []
+    for it in items:
+        for v in it.get("views") or []:
+            if v["name"] not in view_names:
+                view_names.append(v["name"])
+    view_select = ""
+    if view_names:
+        options = "".join(f'<option value="{html.escape(n)}">{html.escape(n)}</option>' for n in view_names)
+        view_select = (' &nbsp; view: <select onchange="setView(this.value)"><option value="attention">'
+                       f"model attention (mean of heads / queries)</option>{options}</select>")
+    controls = (
+        '<div class="controls">level: <select onchange="setLevel(this.value)">'
+        '<option value="combined">words: sqrt(p_sentence) &times; p_word</option>'
+        '<option value="word">words: p_word within the sentence</option>'
+        '<option value="sentences">sentences only</option></select>' + view_select + "</div>"
+    )
     doc = (
         f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title><style>{_STYLE}</style>"
         f"<script>{_SCRIPT}</script></head><body><h1>{html.escape(title)}</h1>"
         "<p>Bars: sentence attention. Shading: word attention (hierarchical models: sqrt(p_sentence) &times; p_word, "
-        "scaled to each document's maximum). <button onclick=\"toggleLevel()\">toggle word shading</button></p>"
+        "scaled to each document's maximum).</p>"
+        + controls
         + "".join(render_document(it) for it in items)
         + "</body></html>"
     )
@@ -83,3 +154,46 @@ def write_html(items: list[dict], path, title: str = "docattn attention report")
     tmp.write_text(doc, encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def _fit(weights, n: int) -> list[float]:
+    out = [0.0] * n
+    for i, w in enumerate(list(weights)[:n]):
+        out[i] = float(w)
+    return out
+
+
+def add_attention_views(items: list[dict], clf, corpus, batch_size: int = 32) -> list[dict]:
+    """Attach per-head (HCAN "word_heads"/"sentence_heads"/"token_heads") and per-query (CSPAN "queries") views.
+
+    ``items`` are ``clf.explain(corpus)``'s results for the same documents, in order; each gets a
+    ``views`` list of ``{"name", "sentence_weights", "word_weights"}`` (hierarchical) or
+    ``{"name", "token_weights"}`` (flat). Models without such attentions get no views.
+    """
+    import torch
+
+    from docattn.explain.stats import attention_batches, unlabelled
+
+    enc = clf.encode(unlabelled(corpus))
+    hierarchical = clf.model.layout == "hierarchical"
+    for batch, out in attention_batches(clf, enc, batch_size, bucketed=False):
+        att = {k: v.float().cpu().numpy() for k, v in (out.attentions or {}).items() if torch.is_tensor(v)}
+        for row, d in enumerate(batch.documents.tolist()):
+            item, views = items[d], []
+            if hierarchical and ("word_heads" in att or "sentence_heads" in att):
+                sentences = item["sentences"]
+                heads = att["word_heads"].shape[2] if "word_heads" in att else att["sentence_heads"].shape[1]
+                for h in range(heads):
+                    sw = att["sentence_heads"][row, h, : len(sentences)].tolist() if "sentence_heads" in att else None
+                    ww = ([_fit(att["word_heads"][row, i, h], len(s["tokens"])) for i, s in enumerate(sentences)]
+                          if "word_heads" in att else None)
+                    views.append({"name": f"head {h + 1}", "sentence_weights": sw, "word_weights": ww})
+            elif not hierarchical:
+                for key in sorted(att):
+                    if (key.endswith("_heads") or key == "queries") and att[key].ndim == 3:
+                        what = "query" if key == "queries" else "head"
+                        for h in range(att[key].shape[1]):
+                            views.append({"name": f"{what} {h + 1}", "token_weights": _fit(att[key][row, h], len(item["tokens"]))})
+            if views:
+                item["views"] = views
+    return items

@@ -1,0 +1,377 @@
+"""Explanations: attention metrics on hand-made arrays, the HTML report, figures, faithfulness, the CLI commands."""
+
+from __future__ import annotations
+
+import json
+import math
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from docattn.classifier import DocumentClassifier, to_corpus
+from docattn.cli import app
+from docattn.data import synthetic
+from docattn.data.encoding import EncodedCorpus
+from docattn.data.text import UNK
+from docattn.explain.faithfulness import compact, fit_to_limits, top_fraction
+from docattn.explain.rationale import average_precision, precision_recall_at, rationale_metrics, rationale_scores
+from docattn.explain.stats import diagonality, entropy, gini, zero_share
+
+# tiny hyper-parameters of the models used here (fast on two shared CPU cores)
+TINY = {
+    "han": dict(embedding_dim=16, hidden_size=8, context_dim=8),
+    "sanet": dict(embedding_dim=16, d_model=16),
+    "hcan-two-target": dict(embedding_dim=16, d_model=16, heads=2),
+    "can-two-target": dict(embedding_dim=16, d_model=16, heads=2),
+    "cspan": dict(embedding_dim=16, queries=3),
+}
+
+
+# ---------------------------------------------------------------- metrics on hand-made arrays
+
+
+def test_gini_known_values():
+    w = np.array([[0.25, 0.25, 0.25, 0.25], [0, 0, 0, 1.0], [0, 0, 0.5, 0.5], [0.7, 0.3, 0.9, 0.9]])
+    m = np.array([[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 0, 0]], dtype=bool)
+    # uniform 0; one-hot over n: (n - 1) / n; two equal of four: 0.5; masked [0.7, 0.3]: 2 * 1.3 / 2 - 3 / 2 = 0.2
+    np.testing.assert_allclose(gini(w, m), [0.0, 0.75, 0.5, 0.2], atol=1e-12)
+    # torch input, extra leading axes, padding ignored whatever it holds
+    t = torch.tensor(w, dtype=torch.float32).view(2, 2, 4)
+    np.testing.assert_allclose(gini(t, torch.tensor(m).view(2, 2, 4)).ravel(), [0.0, 0.75, 0.5, 0.2], atol=1e-6)
+    assert np.isnan(gini(np.zeros((1, 3)), np.zeros((1, 3), dtype=bool))[0])
+
+
+def test_diagonality_known_values():
+    eye = np.eye(4)
+    np.testing.assert_allclose(diagonality(eye), np.ones(5))
+    uniform = np.full((4, 4), 0.25)
+    # |i - j| <= 1 holds on 10 of the 16 cells, <= 2 on 14, <= 3 on all
+    np.testing.assert_allclose(diagonality(uniform, bandwidths=(1, 2, 3)), [10 / 16, 14 / 16, 1.0])
+    anti = np.fliplr(np.eye(4))  # distances 3, 1, 1, 3
+    np.testing.assert_allclose(diagonality(anti, bandwidths=(1, 2, 3)), [0.5, 0.5, 1.0])
+    # a padded 5th word carries garbage that the mask must drop; batch of two matrices
+    padded = np.full((2, 5, 5), 9.0)
+    padded[0, :4, :4] = uniform
+    padded[1, :4, :4] = anti
+    mask = np.array([[1, 1, 1, 1, 0]] * 2, dtype=bool)
+    np.testing.assert_allclose(diagonality(padded, mask, bandwidths=(1, 2, 3)), [[10 / 16, 14 / 16, 1.0], [0.5, 0.5, 1.0]])
+
+
+def test_entropy_and_zero_share():
+    w = np.array([[0.25] * 4, [1.0, 0, 0, 0], [0.5, 0.5, 0.3, 0.3]])
+    m = np.array([[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 0, 0]], dtype=bool)
+    np.testing.assert_allclose(entropy(w, m), [math.log(4), 0.0, math.log(2)], atol=1e-12)
+    np.testing.assert_allclose(entropy(w, m, normalized=True), [1.0, 0.0, 1.0], atol=1e-12)
+    np.testing.assert_allclose(zero_share(w, m), [0.0, 0.75, 0.0])
+
+
+def test_rationale_metrics_hand_made():
+    assert average_precision(np.array([0.9, 0.1, 0.5]), np.array([True, False, True])) == 1.0
+    p, r = precision_recall_at(np.array([0.1, 0.9, 0.5, 0.3]), np.array([True, True, False, False]), [1, 2, 10])
+    np.testing.assert_allclose(p, [1.0, 0.5, 0.5])
+    np.testing.assert_allclose(r, [0.5, 0.5, 1.0])
+    item = {"layout": "hierarchical", "sentences": [
+        {"tokens": ["a", "b"], "weight": 0.2, "word_weights": [0.5, 0.5]},
+        {"tokens": ["not", "good", "x"], "weight": 0.8, "word_weights": [0.3, 0.6, 0.1]},
+    ]}
+    rat = {"sentences": [1], "words": [[1, 0], [1, 1]]}
+    out = rationale_metrics([item], [rat], ks=(1, 2))
+    assert out["top_sentence_accuracy"] == 1.0 and out["word_auprc"] == 1.0
+    assert out["word_precision_at_k"] == {"1": 1.0, "2": 1.0} and out["word_recall_at_k"] == {"1": 0.5, "2": 1.0}
+    assert set(rationale_scores([item], [rat])) >= {"documents", "top_sentence_accuracy", "word_auprc"}
+    flat = {"layout": "flat", "tokens": ["a", "b", "not", "good", "x"], "token_weights": [0.1, 0.1, 0.2, 0.5, 0.1]}
+    assert rationale_metrics([flat], [rat], sentence_lengths=[[2, 3]])["word_auprc"] == 1.0
+
+
+def test_removal_on_encoded_corpus():
+    # doc 0: sentences [5 6 7] [8]; doc 1: [9 10]
+    enc = EncodedCorpus(tokens=np.array([5, 6, 7, 8, 9, 10], dtype=np.int32), sentence_offsets=np.array([0, 3, 4, 6]),
+                        document_offsets=np.array([0, 2, 3]), labels=np.array([0, 1]))
+    scores = np.array([0.1, 0.9, 0.2, 0.5, 0.3, 0.4])
+    top = top_fraction(enc, scores, 50)  # ceil(2 of 4) and ceil(1 of 2)
+    np.testing.assert_array_equal(top, [False, True, False, True, False, True])
+    np.testing.assert_array_equal(top_fraction(enc, scores, 1), [False, True, False, False, False, True])  # at least one
+    kept = compact(enc, ~top)  # sentence [8] empties and goes
+    np.testing.assert_array_equal(kept.tokens, [5, 7, 9])
+    np.testing.assert_array_equal(kept.sentence_offsets, [0, 2, 3])
+    np.testing.assert_array_equal(kept.document_offsets, [0, 1, 2])
+    gone = compact(enc, np.array([True, False, False, False, False, False]))  # doc 1 empties: one <unk>
+    np.testing.assert_array_equal(gone.tokens, [5, UNK])
+    np.testing.assert_array_equal(gone.document_offsets, [0, 1, 2])
+    cut = fit_to_limits(enc, "hierarchical", {"max_sentences": 1, "max_words": 2})
+    np.testing.assert_array_equal(cut.tokens, [5, 6, 9, 10])
+    np.testing.assert_array_equal(fit_to_limits(enc, "flat", {"max_tokens": 3}).tokens, [5, 6, 7, 9, 10])
+
+
+# ---------------------------------------------------------------- tiny models
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Two shared cores: one intra-op thread per test process avoids oversubscription stalls."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return synthetic.make_splits(n_train=300, n_test=40, seed=5)
+
+
+def _build(name: str, splits, tmp_path_factory, epochs: int = 0):
+    """A classifier for ``name`` on the synthetic splits, trained ``epochs`` times with a plain loop, saved."""
+    from docattn.data.batching import BucketBatchSampler, bucket_keys
+    from docattn.data.prepare import prepare
+    from docattn.models import create_model
+    from docattn.training.inference import make_batch
+
+    hp = TINY[name]
+    clf = DocumentClassifier(name, min_count=2, **hp)
+    data = prepare(to_corpus(splits["train"].sentences, splits["train"].labels), None, None, clf.data_settings)
+    clf.vocab, clf.labels = data.vocab, data.labels
+    torch.manual_seed(0)
+    clf.model = create_model(name, vocab_size=len(data.vocab), num_classes=len(data.labels), **hp)
+    enc = data.splits["train"]
+    opt = torch.optim.Adam(clf.model.parameters(), lr=1e-2)
+    clf.model.train()
+    for epoch in range(epochs):
+        for docs in BucketBatchSampler(bucket_keys(enc, clf.model.layout), 32, shuffle=True, seed=epoch):
+            batch = make_batch(enc, docs, clf.model.layout, clf.limits)
+            loss = torch.nn.functional.cross_entropy(clf.model(batch).logits, batch.labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    clf.model.eval()
+    clf.results = {}
+    run = tmp_path_factory.mktemp(name) / "run"
+    clf.save(run)
+    return clf, run
+
+
+@pytest.fixture(scope="module")
+def han(splits, tmp_path_factory):
+    return _build("han", splits, tmp_path_factory, epochs=1)
+
+
+@pytest.fixture(scope="module")
+def test_file(splits, tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "test.jsonl"
+    synthetic.write_jsonl(splits["test"], path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def self_attention(splits, tmp_path_factory):
+    """An untrained tiny self-attention model (its matrices exist from the first forward), saved as a run."""
+    from docattn.models import list_models
+
+    available = [m for m in ("sanet", "hcan-two-target", "can-two-target", "cspan") if m in list_models()]
+    if not available:
+        pytest.skip("no self-attention model (sanet, hcan-*, can-*, cspan) is registered yet")
+    return _build(available[0], splits, tmp_path_factory)
+
+
+# ---------------------------------------------------------------- HTML report
+
+
+class _Report(HTMLParser):
+    """Per document: (view name, [(token, data-w, data-p)]) blocks, sentence weights, and every external reference."""
+
+    def __init__(self):
+        super().__init__()
+        self.docs, self.external, self.sentence_weights = [], [], []
+        self._stack, self._span = [], None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for k in ("src", "href"):
+            if k in a and (a[k] or "").lstrip().lower().startswith(("http:", "https:", "//")):
+                self.external.append((tag, a[k]))
+        if tag == "link" or (tag == "script" and "src" in a):
+            self.external.append((tag, a))
+        classes = (a.get("class") or "").split()
+        if tag == "div":
+            self._stack.append(classes)
+            if "doc" in classes:
+                self.docs.append([["attention", []]])
+            elif "view" in classes:
+                if self.docs[-1][-1][1]:
+                    self.docs[-1].append([a["data-view"], []])
+                else:
+                    self.docs[-1][-1][0] = a["data-view"]
+            elif "sent" in classes:
+                self.sentence_weights.append(float(a["data-weight"]))
+        elif tag == "span" and "w" in classes:
+            self._span = [None, float(a["data-w"]), float(a["data-p"])]
+
+    def handle_endtag(self, tag):
+        if tag == "div" and self._stack:
+            self._stack.pop()
+        if tag == "span" and self._span is not None:
+            self.docs[-1][-1][1].append(tuple(self._span))
+            self._span = None
+
+    def handle_data(self, data):
+        if self._span is not None:
+            self._span[0] = (self._span[0] or "") + data
+
+
+def _tokens(item):
+    return [t for s in item["sentences"] for t in s["tokens"]] if item["layout"] == "hierarchical" else item["tokens"]
+
+
+def _check_report(path, items):
+    text = path.read_text(encoding="utf-8")
+    parser = _Report()
+    parser.feed(text)
+    assert parser.external == []
+    assert "@import" not in text and "url(" not in text
+    assert len(parser.docs) == len(items)
+    for blocks, item in zip(parser.docs, items):
+        assert [name for name, _ in blocks] == ["attention"] + [v["name"] for v in item.get("views", [])]
+        for _, spans in blocks:
+            assert [s[0] for s in spans] == _tokens(item)  # every token, in order, in every view
+            assert all(0.0 <= w <= 1.0 and 0.0 <= p <= 1.0 for _, w, p in spans)
+    assert all(0.0 <= w <= 1.0 for w in parser.sentence_weights)
+    return parser
+
+
+def test_html_report_is_self_contained_and_complete(han, splits, tmp_path):
+    from docattn.explain.html import write_html
+
+    clf, _ = han
+    texts = splits["test"].sentences[:5] + [["Tom's <b>bold</b> & \"quoted\" text, naïve café!"]]
+    items = clf.explain(texts)
+    parser = _check_report(write_html(items, tmp_path / "r.html", title="<t>"), items)
+    assert any(w > 0 for _, spans in parser.docs[0] for _, w, _ in spans)
+
+
+def test_html_views_per_head_or_query(splits, tmp_path_factory, tmp_path):
+    from docattn.explain.html import add_attention_views, write_html
+    from docattn.models import list_models
+
+    name = next((m for m in ("hcan-two-target", "cspan", "can-two-target") if m in list_models()), None)
+    if name is None:
+        pytest.skip("no multi-head / multi-query model (hcan-*, can-*, cspan) is registered yet")
+    clf, _ = _build(name, splits, tmp_path_factory)
+    corpus = splits["test"].subset(range(3))
+    items = add_attention_views(clf.explain(corpus), clf, corpus)
+    assert len(items[0]["views"]) in (TINY[name].get("heads", 0), TINY[name].get("queries", 0))
+    _check_report(write_html(items, tmp_path / "views.html"), items)
+
+
+# ---------------------------------------------------------------- figures
+
+
+def test_attention_matrix_figures(self_attention, splits, tmp_path, test_file):
+    from docattn.explain.plots import plot_attention_matrix
+    from docattn.explain.stats import document_matrices
+
+    clf, run = self_attention
+    short = int(np.argmin([sum(len(s.split()) for s in doc) for doc in splits["test"].sentences]))  # fewer labels to draw
+    mats = document_matrices(clf, splits["test"], short)
+    assert mats and all(m["matrix"].shape == (len(m["tokens"]),) * 2 for m in mats)
+    assert mats[0]["tokens"][:3] == " ".join(splits["test"].sentences[short]).split()[:3]
+    svg = plot_attention_matrix(mats[0]["matrix"][:6, :6], mats[0]["tokens"][:6], tmp_path / "m.svg", "test")
+    assert svg.read_text().lstrip().startswith(("<?xml", "<svg"))
+    res = CliRunner().invoke(app, ["attention-matrix", str(run), "--data", str(test_file), "--doc", str(short),
+                                   "--out", str(tmp_path / "figs")])
+    assert res.exit_code == 0, res.output
+    files = sorted((tmp_path / "figs").glob("*.png"))
+    assert len(files) == len(mats) >= 1
+    assert all(f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in files)
+
+
+def test_attention_matrix_says_when_there_is_none(han, test_file, tmp_path):
+    res = CliRunner().invoke(app, ["attention-matrix", str(han[1]), "--data", str(test_file), "--out", str(tmp_path / "none")])
+    assert res.exit_code == 1 and "no self-attention" in res.output
+
+
+# ---------------------------------------------------------------- data-set level commands
+
+
+def test_attention_dist(han, test_file, tmp_path):
+    fig = tmp_path / "good.png"
+    res = CliRunner().invoke(app, ["attention-dist", str(han[1]), "--data", str(test_file), "--word", "good",
+                                   "--out", str(fig), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["word"] == "good" and fig.exists()
+    assert out["overall"]["count"] == sum(s["count"] for s in out["by_label"].values()) > 0
+    assert 0.0 <= out["overall"]["quantiles"]["0.05"] <= out["overall"]["mean"] <= out["overall"]["max"] <= 1.0
+    assert set(out["by_label"]) == {str(c) for c in han[0].classes_}
+    assert sum(out["overall"]["histogram"]) == out["overall"]["count"]
+    bad = CliRunner().invoke(app, ["attention-dist", str(han[1]), "--data", str(test_file), "--word", "zzzunseen"])
+    assert bad.exit_code != 0
+
+
+def test_attention_stats(han, test_file):
+    res = CliRunner().invoke(app, ["attention-stats", str(han[1]), "--data", str(test_file), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert set(out["attentions"]) == {"word", "sentence"}
+    for s in out["attentions"].values():
+        assert 0.0 <= s["gini"] <= 1.0 and 0.0 <= s["normalized_entropy"] <= 1.0 + 1e-9 and s["distributions"] > 0
+    assert set(out["pruned"]) == {"words", "sentences"}
+    assert 0.0 <= out["rationales"]["word_auprc"] <= 1.0  # the synthetic test file carries rationales
+    table = CliRunner().invoke(app, ["attention-stats", str(han[1]), "--data", str(test_file)])
+    assert table.exit_code == 0 and "Gini" in table.stdout
+
+
+def test_attention_stats_self_attention_diagonality(self_attention, splits):
+    from docattn.explain.stats import attention_statistics
+
+    clf, _ = self_attention
+    out = attention_statistics(clf, splits["test"].subset(range(8)))
+    mats = {k: v for k, v in out["attentions"].items() if v["kind"] == "matrix"}
+    assert mats
+    for s in mats.values():
+        d = [s["diagonality"][str(b)] for b in range(1, 6)]
+        assert all(0.0 <= x <= 1.0 for x in d) and d == sorted(d)  # the band widens: never less mass
+
+
+def test_faithfulness(han, test_file):
+    from docattn.explain.faithfulness import attention_scores
+
+    clf, run = han
+    res = CliRunner().invoke(app, ["faithfulness", str(run), "--data", str(test_file), "--n", "20", "--ig-steps", "4", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["documents"] == 20 and out["percents"] == [1, 5, 10, 20, 50]
+    assert set(out["methods"]) == {"attention", "random", "gradient_x_input", "integrated_gradients"}
+    for m in out["methods"].values():
+        assert m["available"]
+        assert set(m["comprehensiveness"]) == set(m["sufficiency"]) == {"1", "5", "10", "20", "50"}
+        assert all(-1.0 <= v <= 1.0 for v in [*m["comprehensiveness"].values(), *m["sufficiency"].values()])
+        assert m["aopc_comprehensiveness"] == pytest.approx(np.mean(list(m["comprehensiveness"].values())))
+    # gradients rank by the model's own sensitivity: removing their top words must hurt more than random words
+    ig, rnd = out["methods"]["integrated_gradients"], out["methods"]["random"]
+    assert ig["aopc_comprehensiveness"] > rnd["aopc_comprehensiveness"]
+    # the attention ranking is HAN's sqrt(p_sentence) * p_word, aligned with the words explain() shows
+    docs = [json.loads(line) for line in test_file.read_text().splitlines()[:3]]
+    items = clf.explain([d["sentences"] for d in docs])
+    enc = clf.encode([d["sentences"] for d in docs])
+    expected = [math.sqrt(s["weight"]) * w for it in items for s in it["sentences"] for w in s["word_weights"]]
+    np.testing.assert_allclose(attention_scores(clf, enc), expected, rtol=1e-5, atol=1e-7)
+    table = CliRunner().invoke(app, ["faithfulness", str(run), "--data", str(test_file), "--n", "5",
+                                     "--methods", "attention,random"])
+    assert table.exit_code == 0 and "AOPC" in table.stdout and "comp" in table.stdout
+
+
+def test_integrated_gradients_match_captum(self_attention, splits):
+    """The batched hand-written integrated gradients equal Captum's LayerIntegratedGradients on a flat model."""
+    from docattn.explain.faithfulness import captum_integrated_gradients, gradient_scores, probabilities
+
+    clf, _ = self_attention
+    if clf.model.layout != "flat":
+        pytest.skip(f"{clf.model_name} is hierarchical; the Captum cross-check runs on flat models")
+    enc = fit_to_limits(clf.encode(splits["test"].subset(range(4))), "flat", clf.limits)
+    pred = probabilities(clf, enc).argmax(1)
+    mine = gradient_scores(clf, enc, pred, steps=6)
+    theirs = captum_integrated_gradients(clf, enc, pred, steps=6)
+    np.testing.assert_allclose(mine, theirs, rtol=1e-3, atol=1e-6)
