@@ -13,7 +13,8 @@ import torch
 from docattn.data.encoding import EncodedCorpus, encode_ids
 from docattn.errors import ConfigError
 from docattn.models import create_model, get_spec, list_models
-from docattn.models.hcan import HCANConfig, HierarchyBlock, max_pool_shares
+from docattn.models.hcan import HCANConfig, HierarchyBlock
+from docattn.models.layers import max_pool_shares
 from docattn.training.inference import make_batch
 
 VOCAB, CLASSES = 50, 3

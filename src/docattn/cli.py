@@ -256,7 +256,9 @@ def explain(
     clf = DocumentClassifier.load(run)
     corpus = _read_eval_corpus(data, split, fmt, None, None)
     corpus = corpus.subset(range(min(n, len(corpus))))
-    items = clf.explain(corpus)
+    from docattn.explain.html import add_attention_views
+
+    items = add_attention_views(clf.explain(corpus), clf, corpus)  # per-head (HCAN) and per-query (CSPAN) views
     write_html(items, html, title=f"docattn {clf.model_name}: {Path(data).name}")
     if json_out:
         json_out.write_text(json.dumps(items, ensure_ascii=False, indent=1, default=str), encoding="utf-8")

@@ -19,10 +19,10 @@ import typer
 
 def _load(run: Path, data: str, split: Optional[str], fmt: Optional[str], n: int = 0):
     from docattn.classifier import DocumentClassifier
-    from docattn.cli import _read_eval_corpus
+    from docattn.data.sources import read_evaluation_corpus
 
     clf = DocumentClassifier.load(run)
-    corpus = _read_eval_corpus(data, split, fmt, None, None)
+    corpus = read_evaluation_corpus(data, split, fmt)
     if n and n < len(corpus):
         corpus = corpus.subset(range(n))
     return clf, corpus
@@ -204,10 +204,10 @@ def register(app) -> None:
     ):
         """ERASER comprehensiveness (higher: more faithful) and sufficiency (lower: better), with AOPC, per ranking."""
         from docattn.classifier import DocumentClassifier
-        from docattn.cli import _read_eval_corpus
+        from docattn.data.sources import read_evaluation_corpus
         from docattn.explain.faithfulness import faithfulness
 
-        corpus = _read_eval_corpus(data, split, fmt, None, None)
+        corpus = read_evaluation_corpus(data, split, fmt)
         if n and n < len(corpus):
             corpus = corpus.subset(range(n))
         ks = [float(p) if "." in p else int(p) for p in percents.split(",") if p.strip()]

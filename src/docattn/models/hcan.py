@@ -60,7 +60,7 @@ import torch.nn.functional as F
 from docattn.data.batching import FlatBatch, HierarchicalBatch
 from docattn.errors import ConfigError
 from docattn.models import register_model
-from docattn.models.layers import masked_max, masked_softmax
+from docattn.models.layers import masked_max, masked_softmax, max_pool_shares
 from docattn.models.output import ModelOutput
 
 HCAN_PAPER = "Gao et al. 2018, Hierarchical Convolutional Attention Networks for Text Classification"
@@ -167,17 +167,6 @@ class TargetAttention(nn.Module):
         weights = masked_softmax(scores, mask.unsqueeze(1))  # (N, h, T)
         dropped = F.dropout(weights, self.dropout, self.training)
         return torch.einsum("nht,nthe->nhe", dropped, v).reshape(N, d), weights  # (N, d)
-
-
-def max_pool_shares(y: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Max-pooling's attribution: the share of the d features whose max each position wins, (N, T).
-
-    Sums to 1 over real positions (ties go to the first), 0 on padding and on empty rows.
-    """
-    N, T, d = y.shape
-    winners = y.masked_fill(~mask.unsqueeze(-1), float("-inf")).argmax(dim=1)  # (N, d)
-    shares = torch.zeros(N, T, device=y.device).scatter_add_(1, winners, torch.full((N, d), 1.0 / d, device=y.device))
-    return shares * mask.any(-1, keepdim=True)
 
 
 class HierarchyBlock(nn.Module):
