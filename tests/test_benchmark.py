@@ -32,6 +32,7 @@ def test_benchmark_two_models_two_seeds(tmp_path, monkeypatch):
         assert 0 <= r["test_accuracy"]["mean"] <= 1 and r["test_accuracy"]["std"] >= 0
         assert r["seeds"] == [0, 1] and r["parameters"] > 0 and r["train_docs_per_s"]["mean"] > 0
         assert r["inference_docs_per_s"]["mean"] > 0 and "macro_f1" not in r
+        assert [h["epoch"] for h in r["trials"][0]["history"]] == [0]  # the curve has its validation point
     md = (tmp_path / "bench" / "results.md").read_text()
     assert "| han |" in md and "| han-max |" in md
     assert (tmp_path / "bench" / "curves.png").read_bytes()[:4] == b"\x89PNG"

@@ -100,6 +100,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
             train_seconds=res.train_seconds,
             train_docs_per_s=res.train_docs_per_s,
             stopped_on_budget=res.stopped_on_budget,
+            history=res.history,  # one row per validation: what the benchmark's curves plot
         )
         results["is_global_zero"] = res.is_global_zero
         model.to("cpu")
