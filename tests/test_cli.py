@@ -126,7 +126,7 @@ def test_data_stats_20news(shared_data):
 @pytest.mark.slow
 def test_ddp_two_cpu_processes_match_one(tmp_path):
     """2-process data parallel training (gloo) reaches the quality of 1 process."""
-    sp = synthetic.make_splits(n_train=1500, n_test=400, seed=2)
+    sp = synthetic.make_splits(n_train=2000, n_test=400, seed=2)
     _write(tmp_path / "train.jsonl", sp["train"])
     _write(tmp_path / "test.jsonl", sp["test"])
     env = {**os.environ, "DOCATTN_CACHE": str(tmp_path / "cache")}
@@ -135,8 +135,7 @@ def test_ddp_two_cpu_processes_match_one(tmp_path):
         out = tmp_path / f"run{devices}"
         extra = ["--strategy", "ddp"] if devices == "2" else []
         res = run_cli("train", "--train", str(tmp_path / "train.jsonl"), "--test", str(tmp_path / "test.jsonl"),
-                      "--out", str(out), "--epochs", "3", "--accelerator", "cpu", "--devices", devices, *extra,
-                      "--set", "embedding_dim=32", "--set", "hidden_size=16", "--set", "context_dim=16",
+                      "--out", str(out), "--epochs", "6", "--accelerator", "cpu", "--devices", devices, *extra,
                       "--embeddings", "random", "--min-count", "2", "--set", "progress=false", env=env)
         assert res.returncode == 0, res.stderr[-3000:]
         acc[devices] = json.loads((out / "config.json").read_text())["results"]["test"]["accuracy"]

@@ -418,7 +418,8 @@ def main() -> None:
     try:
         app(standalone_mode=True)
     except DocattnError as err:
-        _console().print(f"[red]error:[/] {err}", highlight=False)
+        # plain text, never wrapped: a path or line number in the message must stay whole
+        typer.echo(f"error: {err}", err=True)
         sys.exit(2)
 
 
