@@ -215,25 +215,6 @@ def test_kim_cnn_documents_shorter_than_the_widest_window():
 # --------------------------------------------------------------------------- Bi-LSTM
 
 
-def test_padded_bilstm_matches_packed():
-    from docattn.models.layers import PaddedBiLSTM
-
-    torch.manual_seed(0)
-    lstm = PaddedBiLSTM(5, 4)
-    x = torch.randn(3, 6, 5)
-    lengths = torch.tensor([6, 2, 4])
-    mask = torch.arange(6)[None, :] < lengths[:, None]
-    ref = torch.nn.LSTM(5, 4, batch_first=True, bidirectional=True)
-    with torch.no_grad():  # the same weights in PyTorch's packed bidirectional LSTM
-        for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
-            getattr(ref, name).copy_(getattr(lstm.fwd, name))
-            getattr(ref, name + "_reverse").copy_(getattr(lstm.bwd, name))
-    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    out, _ = ref(packed)
-    out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=6)
-    torch.testing.assert_close(lstm(x, mask), out, atol=1e-6, rtol=1e-5)
-
-
 def test_bilstm_max_attribution_counts_pooled_dimensions():
     from docattn.models.layers import max_pool_shares as max_share
 

@@ -152,24 +152,25 @@ def test_sparsemax_guard_fully_masked_row():
     assert torch.isfinite(scores.grad).all()
 
 
-def test_padded_bigru_matches_packed():
-    from docattn.models.layers import PaddedBiGRU
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_padded_birnn_matches_packed(kind):
+    """The reverse-within-length trick equals PyTorch's packed bidirectional RNN with the same weights."""
+    from docattn.models.layers import PaddedBiGRU, PaddedBiLSTM
 
     torch.manual_seed(0)
-    gru = PaddedBiGRU(5, 4)
+    ours_rnn = (PaddedBiGRU if kind == "gru" else PaddedBiLSTM)(5, 4)
     x = torch.randn(3, 6, 5)
     lengths = torch.tensor([6, 2, 4])
     mask = torch.arange(6)[None, :] < lengths[:, None]
-    ours = gru(x, mask)
-    ref = torch.nn.GRU(5, 4, batch_first=True, bidirectional=True)
-    with torch.no_grad():  # the same weights in PyTorch's packed bidirectional GRU
-        for a, b in (("weight_ih_l0", ""), ("weight_hh_l0", ""), ("bias_ih_l0", ""), ("bias_hh_l0", "")):
-            getattr(ref, a).copy_(getattr(gru.fwd, a))
-            getattr(ref, a + "_reverse").copy_(getattr(gru.bwd, a))
+    ref = (torch.nn.GRU if kind == "gru" else torch.nn.LSTM)(5, 4, batch_first=True, bidirectional=True)
+    with torch.no_grad():
+        for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+            getattr(ref, name).copy_(getattr(ours_rnn.fwd, name))
+            getattr(ref, name + "_reverse").copy_(getattr(ours_rnn.bwd, name))
     packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
     out, _ = ref(packed)
     out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=6)
-    torch.testing.assert_close(ours, out, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(ours_rnn(x, mask), out, atol=1e-6, rtol=1e-5)
 
 
 def test_pooling_never_picks_padding():

@@ -180,25 +180,6 @@ def test_max_pool_shares_count_the_winning_dimensions():
     torch.testing.assert_close(shares, torch.tensor([[0.5, 0.5, 0.0]]))
 
 
-def test_padded_bilstm_matches_packed():
-    from docattn.models.layers import PaddedBiLSTM
-
-    torch.manual_seed(0)
-    lstm = PaddedBiLSTM(5, 4)
-    x = torch.randn(3, 6, 5)
-    lengths = torch.tensor([6, 2, 4])
-    mask = torch.arange(6)[None, :] < lengths[:, None]
-    ref = torch.nn.LSTM(5, 4, batch_first=True, bidirectional=True)
-    with torch.no_grad():
-        for a in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
-            getattr(ref, a).copy_(getattr(lstm.fwd, a))
-            getattr(ref, a + "_reverse").copy_(getattr(lstm.bwd, a))
-    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    out, _ = ref(packed)
-    out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=6)
-    torch.testing.assert_close(lstm(x, mask), out, atol=1e-6, rtol=1e-5)
-
-
 def test_cspan_shapes_follow_the_paper():
     big = create_model("cspan-big", vocab_size=VOCAB, num_classes=CLASSES)
     assert big.config.embedding_dim == 300 and big.config.queries == 128 and len(big.bilstm.layers) == 3
