@@ -134,7 +134,7 @@ class DocumentClassifier:
         gold = np.asarray(self.labels.encode(corpus.labels, "evaluation data"))
         return float((self.predict_proba(corpus).argmax(1) == gold).mean())
 
-    def explain(self, texts, top_k: int | None = None) -> list[dict]:
+    def explain(self, texts) -> list[dict]:
         """Per document: prediction, probabilities and attention per sentence and word."""
         from docattn.explain.attention import explain_documents
 

@@ -151,7 +151,9 @@ class Vocabulary:
 
     def tokenize(self, string: str) -> list[str]:
         """Surface tokens of one tokenizer-ready string (for explanations; SEP included)."""
-        return [t for t, _ in self._tokenizer.pre_tokenizer.pre_tokenize_str(self._tokenizer.normalizer.normalize_str(string) if self._tokenizer.normalizer else string)]
+        normalizer = self._tokenizer.normalizer
+        text = normalizer.normalize_str(string) if normalizer is not None else string
+        return [token for token, _ in self._tokenizer.pre_tokenizer.pre_tokenize_str(text)]
 
     def to_json(self) -> dict:
         return {
