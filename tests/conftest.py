@@ -15,3 +15,33 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "README.md").exists():
         pytest.skip(f"real benchmark data not found at {SHARED_DATA} (present in CI, absent in a user's clone)")
     return SHARED_DATA
+
+
+def train_briefly(model, train, test, steps: int, optimizer, batch_size: int = 32) -> float:
+    """Test accuracy of ``model`` after ``steps`` bare optimiser steps on random batches of ``train``.
+
+    Runs on one torch thread: models this small gain nothing from more, and on busy shared
+    cores intra-op threads make each step an order of magnitude slower.
+    """
+    import numpy as np
+    import torch
+
+    from docattn.training.inference import make_batch
+
+    rng = np.random.default_rng(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model.train()
+        for _ in range(steps):
+            batch = make_batch(train, rng.choice(len(train), batch_size, replace=False), model.layout, {})
+            loss = torch.nn.functional.cross_entropy(model(batch).logits, batch.labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        with torch.no_grad():
+            batch = make_batch(test, np.arange(len(test)), model.layout, {})
+            return float((model(batch).logits.argmax(1) == batch.labels).float().mean())
+    finally:
+        torch.set_num_threads(threads)

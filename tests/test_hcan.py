@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import train_briefly
 import torch
 
 from docattn.data.encoding import EncodedCorpus, encode_ids
@@ -272,21 +273,5 @@ def test_learns_the_synthetic_task(name, synthetic):
     torch.manual_seed(0)
     model = create_model(name, vocab_size=len(synthetic.vocab), num_classes=4, embedding_dim=32, d_model=32, heads=4)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.99))
-    rng = np.random.default_rng(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # these small matrices gain nothing from threads on a shared machine, and lose much
-    try:
-        model.train()
-        for _ in range(200):
-            batch = make_batch(train, rng.choice(len(train), 32, replace=False), model.layout, {})
-            loss = torch.nn.functional.cross_entropy(model(batch).logits, batch.labels)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        model.eval()
-        with torch.no_grad():
-            batch = make_batch(test, np.arange(len(test)), model.layout, {})
-            accuracy = float((model(batch).logits.argmax(1) == batch.labels).float().mean())
-    finally:
-        torch.set_num_threads(threads)
+    accuracy = train_briefly(model, train, test, 200, opt)
     assert accuracy > 0.4, f"{name}: test accuracy {accuracy:.2f} after 200 steps"

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import train_briefly
 import torch
 
 from docattn.data.batching import FlatBatch
@@ -240,28 +241,9 @@ def synthetic_data():
 ])
 def test_learns_the_synthetic_task(name, hp, steps, lr, synthetic_data):
     """A few hundred Adam steps on 4 balanced classes reach clearly above chance (25%)."""
-    from docattn.training.inference import make_batch
-
     train, test = synthetic_data.splits["train"], synthetic_data.splits["test"]
     torch.manual_seed(0)
     model = create_model(name, vocab_size=len(synthetic_data.vocab), num_classes=4, **hp)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    rng = np.random.default_rng(0)
-    threads = torch.get_num_threads()
-    # one thread: a model this small gains nothing from more, and on busy shared cores
-    # intra-op threads make each step an order of magnitude slower
-    torch.set_num_threads(1)
-    try:
-        for _ in range(steps):
-            batch = make_batch(train, rng.choice(len(train), 32, replace=False), "flat", {})
-            loss = torch.nn.functional.cross_entropy(model(batch).logits, batch.labels)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        model.eval()
-        with torch.no_grad():
-            batch = make_batch(test, np.arange(len(test)), "flat", {})
-            acc = (model(batch).logits.argmax(1) == batch.labels).float().mean().item()
-    finally:
-        torch.set_num_threads(threads)
+    acc = train_briefly(model, train, test, steps, opt)
     assert acc > 0.4, f"{name}: test accuracy {acc:.2f} after {steps} steps"
