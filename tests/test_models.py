@@ -173,6 +173,65 @@ def test_padded_birnn_matches_packed(kind):
     torch.testing.assert_close(ours_rnn(x, mask), out, atol=1e-6, rtol=1e-5)
 
 
+def test_fused_bigru_gradients_match_pytorch_gru():
+    """The hand-written CPU recurrence gives PyTorch's GRU outputs and gradients, with and without autograd."""
+    from docattn.models.layers import PaddedBiGRU, _BiGRUFunction, _BiGRUIndex
+
+    torch.manual_seed(0)
+    fused = PaddedBiGRU(5, 4).double()
+    plain = PaddedBiGRU(5, 4).double()
+    plain.load_state_dict(fused.state_dict())
+    plain.fused_on = lambda device: False  # PyTorch's nn.GRU path
+    x = torch.randn(6, 7, 5, dtype=torch.double, requires_grad=True)
+    lengths = torch.tensor([7, 3, 1, 5, 7, 2])
+    mask = torch.arange(7)[None, :] < lengths[:, None]
+    probe = torch.randn(6, 7, 8, dtype=torch.double)
+    grads = [torch.autograd.grad((m(x, mask) * probe).sum(), [x, *m.parameters()]) for m in (fused, plain)]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+    with torch.no_grad():
+        torch.testing.assert_close(fused(x, mask), plain(x, mask))
+    gates = torch.randn(6, 7, 24, dtype=torch.double, requires_grad=True)
+    w_hh = torch.randn(2, 12, 4, dtype=torch.double, requires_grad=True)
+    b_hh = torch.randn(2, 12, dtype=torch.double, requires_grad=True)
+    recurrence = lambda g, w, b: _BiGRUFunction.apply(g, _BiGRUIndex(lengths, 6, 7), w, b)  # noqa: E731
+    assert torch.autograd.gradcheck(recurrence, (gates, w_hh, b_hh))
+
+
+def test_length_groups_partition_rows_by_length():
+    from docattn.models.layers import length_groups
+
+    lengths = torch.tensor([5, 1, 30, 2, 5, 29, 1, 3])
+    for kwargs in ({}, {"groups": 3}, {"step_cost": 0.0}, {"step_cost": 1e9}):
+        groups = length_groups(lengths, **kwargs)
+        rows = torch.cat(groups)
+        assert sorted(rows.tolist()) == list(range(8))
+        assert torch.all(lengths[rows][1:] >= lengths[rows][:-1])  # sorted, so each group is a length range
+    assert len(length_groups(lengths, groups=3)) == 3
+    assert len(length_groups(lengths, step_cost=0.0)) == 6  # free steps: one group per distinct length
+    assert len(length_groups(lengths, step_cost=1e9)) == 1  # costly steps: pad everything once
+    assert [len(g) for g in length_groups(lengths, step_cost=10.0)] == [6, 2]  # the two long rows apart
+
+
+def test_han_distinct_word_projection_matches_per_position():
+    """HAN's CPU path projects each distinct word once; outputs and gradients equal the plain path."""
+    torch.manual_seed(0)
+    han = create_model("han", vocab_size=40, num_classes=3).double()
+    words = torch.randint(3, 40, (9, 6))
+    word_mask = torch.arange(6)[None, :] < torch.tensor([6, 2, 4, 1, 6, 3, 5, 5, 2])[:, None]
+    words = words * word_mask
+    results = []
+    for fused in (True, False):
+        han.word_encoder.fused_on = lambda device, fused=fused: fused
+        han.zero_grad()
+        out = han.encode_sentences(words, word_mask)[0]
+        out.pow(2).sum().backward()
+        results.append((out.detach(), [p.grad.clone() for p in han.parameters() if p.grad is not None]))
+    torch.testing.assert_close(results[0][0], results[1][0])
+    for a, b in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(a, b)
+
+
 def test_pooling_never_picks_padding():
     from docattn.models.layers import masked_max, masked_mean
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -85,12 +86,131 @@ class AttentionPooling(nn.Module):
         return torch.einsum("nt,ntd->nd", w, h), w, pruned
 
 
+def _reversal_index(lengths: torch.Tensor, T: int) -> torch.Tensor:
+    """(N, T) gather index reversing each row's first ``lengths`` steps; it is its own inverse."""
+    steps = torch.arange(T, device=lengths.device).unsqueeze(0)  # (1, T)
+    return torch.where(steps < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - steps, steps)
+
+
+def _gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """x (N, T, D) with its steps reordered by idx (N, T)."""
+    return x.gather(1, idx.unsqueeze(-1).expand_as(x))
+
+
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Reverse each row's first ``lengths`` steps in place of packing: x (N, T, D); pads stay last."""
-    T = x.shape[1]
-    steps = torch.arange(T, device=x.device).unsqueeze(0)  # (1, T)
-    idx = torch.where(steps < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - steps, steps)  # (N, T)
-    return x.gather(1, idx.unsqueeze(-1).expand_as(x))
+    return _gather_rows(x, _reversal_index(lengths, x.shape[1]))
+
+
+class _BiGRUIndex:
+    """Row permutations between a batch (N, T) and the recurrence's reading order (T, N) per direction.
+
+    The backward direction reads each row reversed within its own length. Each permutation is a
+    single ``index_select`` over rows, so reordering costs one copy and no scatter in backward.
+    """
+
+    def __init__(self, lengths: torch.Tensor, N: int, T: int):
+        rev = _reversal_index(lengths, T)  # (N, T)
+        n = torch.arange(N, device=lengths.device).unsqueeze(1)  # (N, 1)
+        t = torch.arange(T, device=lengths.device).unsqueeze(0)  # (1, T)
+        # batch row n*T+t read at step t (forward) or at step rev[n, t] (backward)
+        self.read_f = (n * T + t).t().reshape(-1)  # (T*N,): step-major order <- batch rows
+        self.read_b = (n * T + rev).t().reshape(-1)
+        self.write_f = (t * N + n).reshape(-1)  # (N*T,): batch rows <- step-major order
+        self.write_b = (rev * N + n).reshape(-1)
+
+
+def _bigru_recurrence(gi: torch.Tensor, w_hh: torch.Tensor, b_hh: torch.Tensor, keep: bool):
+    """Both GRU directions at once: gi (2, T, N, 3H) input gates in reading order -> states (2, T+1, N, H).
+
+    PyTorch's gates: r, z = sigmoid(gi + gh), n = tanh(gi_n + r * gh_n), h' = n + z (h - n).
+    With ``keep`` the hidden gates gh and r|z and n of every step are kept for the backward pass.
+    """
+    _, T, N, H3 = gi.shape
+    H = H3 // 3
+    out = gi.new_zeros(2, T + 1, N, H)
+    gh = gi.new_empty(2, T, N, 3 * H) if keep else gi.new_empty(2, 1, N, 3 * H)
+    rz = gi.new_empty(2, T, N, 2 * H) if keep else gi.new_empty(2, 1, N, 2 * H)
+    n = gi.new_empty(2, T, N, H) if keep else gi.new_empty(2, 1, N, H)
+    w_t, b = w_hh.transpose(1, 2), b_hh.unsqueeze(1)  # (2, H, 3H), (2, 1, 3H)
+    # per-step views made up front: the loop then runs seven kernels a step and nothing else
+    steps = T if keep else 1
+    gi_rz, gi_n = gi[..., : 2 * H].unbind(1), gi[..., 2 * H :].unbind(1)
+    gh_all, gh_rz, gh_n = gh.unbind(1), gh[..., : 2 * H].unbind(1), gh[..., 2 * H :].unbind(1)
+    rz_all, r, z, n_all = rz.unbind(1), rz[..., :H].unbind(1), rz[..., H:].unbind(1), n.unbind(1)
+    h = out.unbind(1)
+    for t in range(T):
+        s = t if steps > 1 else 0
+        torch.baddbmm(b, h[t], w_t, out=gh_all[s])  # (2, N, 3H)
+        torch.sigmoid(gi_rz[t] + gh_rz[s], out=rz_all[s])
+        torch.tanh(torch.addcmul(gi_n[t], r[s], gh_n[s]), out=n_all[s])
+        torch.addcmul(n_all[s], z[s], h[t] - n_all[s], out=h[t + 1])
+    return out, gh, rz, n
+
+
+def _bigru_forward(gates, ix: _BiGRUIndex, w_hh, b_hh, keep: bool):
+    """Input gates (N, T, 6H), forward then backward direction -> (N, T, 2H), plus the saved state."""
+    N, T, H6 = gates.shape
+    H = H6 // 6
+    gates = gates.reshape(N * T, H6)
+    gi = torch.stack([gates[:, : 3 * H].index_select(0, ix.read_f), gates[:, 3 * H :].index_select(0, ix.read_b)])
+    state = _bigru_recurrence(gi.view(2, T, N, 3 * H), w_hh, b_hh, keep)
+    h = state[0][:, 1:].reshape(2, T * N, H)
+    y = torch.cat([h[0].index_select(0, ix.write_f), h[1].index_select(0, ix.write_b)], dim=-1)
+    return y.view(N, T, 2 * H), state
+
+
+class _BiGRUFunction(torch.autograd.Function):
+    """The recurrence of a padded BiGRU layer with a hand-written backward pass, for CPU.
+
+    PyTorch's CPU GRU records every gate of every step in autograd and multiplies the weight
+    gradients one step at a time. Here both directions share each step's kernels, the gate
+    derivatives that do not depend on the incoming gradient are computed for all steps at once,
+    and the recurrent weights' gradient is one matrix product over all steps. The input
+    projection stays outside, in autograd, so a caller can project each distinct word once.
+    """
+
+    @staticmethod
+    def forward(ctx, gates, ix, w_hh, b_hh):
+        """gates (N, T, 6H) input gates, forward then backward direction; w_hh (2, 3H, H), b_hh (2, 3H)."""
+        y, (out, gh, rz, n) = _bigru_forward(gates, ix, w_hh, b_hh, keep=True)
+        ctx.ix = ix
+        ctx.save_for_backward(w_hh, out, gh, rz, n)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        w_hh, out, gh, rz, n = ctx.saved_tensors
+        ix = ctx.ix
+        _, T, N, H = n.shape
+        r, z, h_prev = rz[..., :H], rz[..., H:], out[:, :T]
+        # h' = (1 - z) n + z h, n = tanh(a_n), a_n = gi_n + r gh_n, r|z = sigmoid(gi + gh):
+        # the factors below multiply the incoming dh' at each step
+        to_an = (1 - z) * (1 - n * n)  # dh' -> d a_n
+        to_ar = gh[..., 2 * H :] * r * (1 - r)  # d a_n -> d a_r
+        to_az = (h_prev - n) * z * (1 - z)  # dh' -> d a_z
+        dy = dy.reshape(N * T, 2 * H)
+        dY = torch.stack([dy[:, :H].index_select(0, ix.read_f), dy[:, H:].index_select(0, ix.read_b)])
+        dY = dY.view(2, T, N, H)
+        dgh = dy.new_empty(2, T, N, 3 * H)  # gradient of the hidden gates: d a_r, d a_z, r * d a_n
+        da_n = dy.new_empty(2, T, N, H)  # gradient of the input gate n
+        dgh_t, da_n_t = dgh.unbind(1), da_n.unbind(1)
+        dr, dz, dn = dgh[..., :H].unbind(1), dgh[..., H : 2 * H].unbind(1), dgh[..., 2 * H :].unbind(1)
+        dY_t, to_an, to_ar, to_az = dY.unbind(1), to_an.unbind(1), to_ar.unbind(1), to_az.unbind(1)
+        r, z = r.unbind(1), z.unbind(1)
+        dh = dY_t[T - 1]
+        for t in reversed(range(T)):
+            torch.mul(dh, to_an[t], out=da_n_t[t])
+            torch.mul(da_n_t[t], to_ar[t], out=dr[t])
+            torch.mul(dh, to_az[t], out=dz[t])
+            torch.mul(da_n_t[t], r[t], out=dn[t])
+            if t:
+                dh = torch.baddbmm(torch.addcmul(dY_t[t - 1], dh, z[t]), dgh_t[t], w_hh)
+        dgh = dgh.view(2, T * N, 3 * H)
+        d_whh = torch.bmm(dgh.transpose(1, 2), h_prev.reshape(2, T * N, H))  # (2, 3H, H)
+        dg = torch.cat([dgh[..., : 2 * H], da_n.view(2, T * N, H)], dim=-1)  # input gates r, z, n
+        d_gates = torch.cat([dg[0].index_select(0, ix.write_f), dg[1].index_select(0, ix.write_b)], dim=-1)
+        return d_gates.view(N, T, 6 * H), None, d_whh, dgh.sum(1)
 
 
 class PaddedBiRNN(nn.Module):
@@ -98,8 +218,9 @@ class PaddedBiRNN(nn.Module):
 
     A plain bidirectional RNN on padded input lets the backward direction read the pads first,
     so a sentence's encoding would depend on its batch. Here the backward RNN runs forward over
-    each row reversed within its own length, so pads only ever come after real steps. On CPU
-    this is ~2.5x faster than packed sequences (NOTES.md); outputs match packing exactly.
+    each row reversed within its own length, so pads only ever come after real steps; outputs
+    match packed sequences exactly. A GRU on CPU runs the fused recurrence (`_BiGRUFunction`),
+    elsewhere PyTorch's kernels (cuDNN on GPU).
     """
 
     cell = nn.GRU
@@ -112,10 +233,34 @@ class PaddedBiRNN(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """x (N, T, D), mask (N, T) right-padded -> (N, T, 2H), zero on padding."""
-        lengths = mask.sum(1)
+        if self.fused_on(x.device):
+            return self.forward_gates(self.input_gates(x), mask)
+        idx = _reversal_index(mask.sum(1), x.shape[1])
         out_f, _ = self.fwd(x)  # (N, T, H)
-        out_b, _ = self.bwd(reverse_padded(x, lengths))  # (N, T, H), reversed order
-        out = torch.cat([out_f, reverse_padded(out_b, lengths)], dim=-1)  # (N, T, 2H)
+        out_b, _ = self.bwd(_gather_rows(x, idx))  # (N, T, H), reversed order
+        out = torch.cat([out_f, _gather_rows(out_b, idx)], dim=-1)  # (N, T, 2H)
+        return out * mask.unsqueeze(-1).to(out.dtype)
+
+    def fused_on(self, device: torch.device) -> bool:
+        """Whether the hand-written GRU recurrence runs (GRU on CPU); elsewhere PyTorch's kernels do."""
+        return self.cell is nn.GRU and device.type == "cpu"
+
+    def input_gates(self, x: torch.Tensor) -> torch.Tensor:
+        """Both directions' input projections, x (..., D) -> (..., 6H), in one matrix product."""
+        f, b = self.fwd, self.bwd
+        return F.linear(x, torch.cat([f.weight_ih_l0, b.weight_ih_l0]), torch.cat([f.bias_ih_l0, b.bias_ih_l0]))
+
+    def forward_gates(self, gates: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The fused recurrence from precomputed input gates (N, T, 6H) -> (N, T, 2H), zero on padding."""
+        if gates.shape[1] == 0:
+            return gates.new_zeros(*gates.shape[:2], self.output_size)
+        w_hh = torch.stack([self.fwd.weight_hh_l0, self.bwd.weight_hh_l0])
+        b_hh = torch.stack([self.fwd.bias_hh_l0, self.bwd.bias_hh_l0])
+        ix = _BiGRUIndex(mask.sum(1), *gates.shape[:2])
+        if torch.is_grad_enabled() and (gates.requires_grad or w_hh.requires_grad):
+            out = _BiGRUFunction.apply(gates, ix, w_hh, b_hh)
+        else:
+            out = _bigru_forward(gates, ix, w_hh, b_hh, keep=False)[0]
         return out * mask.unsqueeze(-1).to(out.dtype)
 
 
@@ -125,6 +270,31 @@ class PaddedBiGRU(PaddedBiRNN):
 
 class PaddedBiLSTM(PaddedBiRNN):
     cell = nn.LSTM
+
+
+def length_groups(lengths: torch.Tensor, groups: int = 0, step_cost: float = 256.0) -> list[torch.Tensor]:
+    """Row indices sorted by length and cut into groups, each to be padded to its own longest row.
+
+    A recurrence pays per step and per padded position, so ``groups=0`` picks the cuts that
+    minimise ``step_cost * steps + padded positions`` exactly (dynamic programming over the
+    distinct lengths); ``groups=n`` cuts n equal-sized groups instead.
+    """
+    order = torch.argsort(lengths)
+    if groups > 0 or len(order) < 2:
+        return [rows for rows in torch.tensor_split(order, max(groups, 1)) if len(rows)]
+    values, counts = np.unique(lengths.cpu().numpy(), return_counts=True)
+    rows_upto = np.concatenate([[0], np.cumsum(counts)])  # rows no longer than values[j - 1]
+    best, cut = np.zeros(len(values) + 1), np.zeros(len(values) + 1, dtype=np.int64)
+    for j in range(1, len(values) + 1):  # the last group holds lengths values[i:j]
+        costs = best[:j] + step_cost + values[j - 1] * (rows_upto[j] - rows_upto[:j])
+        cut[j] = np.argmin(costs)
+        best[j] = costs[cut[j]]
+    ends, j = [], len(values)
+    while j > 0:
+        ends.append(int(rows_upto[j]))
+        j = cut[j]
+    sizes = np.diff([0, *reversed(ends)]).tolist()
+    return list(torch.split(order, sizes))
 
 
 def max_pool_shares(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
