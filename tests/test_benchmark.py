@@ -20,7 +20,8 @@ def test_benchmark_two_models_two_seeds(tmp_path, monkeypatch):
             for t, y in zip(sp[split].texts, sp[split].labels):
                 f.write(json.dumps({"text": t, "label": y}) + "\n")
     res = CliRunner().invoke(app, [
-        "benchmark", "--data", str(folder / "train.jsonl"), "--models", "han,han-max", "--seeds", "2",
+        "benchmark", "--data", str(folder / "train.jsonl"), "--models", "han,han-max", "--seeds", "2", "--first-seed", "3",
+        "--runs", str(tmp_path / "runs"),
         "--out", str(tmp_path / "bench"), "--max-epochs", "1",
         "--set", "embedding_dim=16", "--set", "hidden_size=8", "--set", "context_dim=8",
         "--set", "embeddings=random", "--set", "min_count=2", "--test", str(folder / "test.jsonl"),
@@ -30,9 +31,15 @@ def test_benchmark_two_models_two_seeds(tmp_path, monkeypatch):
     assert [r["model"] for r in rows] == ["han", "han-max"]
     for r in rows:
         assert 0 <= r["test_accuracy"]["mean"] <= 1 and r["test_accuracy"]["std"] >= 0
-        assert r["seeds"] == [0, 1] and r["parameters"] > 0 and r["train_docs_per_s"]["mean"] > 0
+        assert r["seeds"] == [3, 4] and r["parameters"] > 0 and r["train_docs_per_s"]["mean"] > 0
         assert r["inference_docs_per_s"]["mean"] > 0 and "macro_f1" not in r
         assert [h["epoch"] for h in r["trials"][0]["history"]] == [0]  # the curve has its validation point
+    kept = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert kept == ["han-max-seed3", "han-max-seed4", "han-seed3", "han-seed4"]
+    from docattn.classifier import DocumentClassifier
+
+    clf = DocumentClassifier.load(tmp_path / "runs" / "han-seed4")
+    assert len(clf.predict(sp["test"].texts[:3])) == 3
     md = (tmp_path / "bench" / "results.md").read_text()
     assert "| han |" in md and "| han-max |" in md
     assert (tmp_path / "bench" / "curves.png").read_bytes()[:4] == b"\x89PNG"

@@ -144,15 +144,19 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> Path | None:
 
 
 def run_benchmark(models: list[str], data: PreparedData, seeds: list[int], out: Path, options: dict, title: str,
-                  per_model: dict | None = None, log=print) -> list[dict]:
-    """Train every model with every seed; rows are written after each model, so a crash keeps them."""
+                  per_model: dict | None = None, log=print, runs: Path | None = None) -> list[dict]:
+    """Train every model with every seed; rows are written after each model, so a crash keeps them.
+
+    With ``runs``, each trial's run directory is kept as ``runs/MODEL-seedN`` (for `explain`,
+    `faithfulness` or `evaluate` afterwards).
+    """
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     for model in models:
         trials = []
         for seed in seeds:
             opts = {**options, **(per_model or {}).get(model, {})}
-            trial = run_one(model, data, seed, opts, None)
+            trial = run_one(model, data, seed, opts, runs / f"{model}-seed{seed}" if runs else None)
             trials.append(trial)
             log(f"{model} seed {seed}: test accuracy {trial['test_accuracy']}, {trial['train_seconds']:.1f} s")
         rows.append(summarize(model, trials))

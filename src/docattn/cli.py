@@ -311,8 +311,10 @@ def tune(
 def benchmark(
     data: str = typer.Option(..., "--data", help="Registered data set name or any supported path (e.g. aclImdb.tar.gz)."),
     models: str = typer.Option("han,hpan,hsan,nb,logreg", "--models", help="Comma-separated model names."),
-    seeds: int = typer.Option(3, "--seeds", help="Seeds per model (0..N-1)."),
+    seeds: int = typer.Option(3, "--seeds", help="Seeds per model (first-seed .. first-seed+N-1)."),
+    first_seed: int = typer.Option(0, "--first-seed", help="The first seed."),
     out: Path = typer.Option(Path("benchmark"), "--out"),
+    runs: Optional[Path] = typer.Option(None, "--runs", help="Keep every trial's run directory here, as MODEL-seedN."),
     valid_fraction: float = typer.Option(0.3, "--valid-fraction", help="Validation share of train (HPAN paper: 0.3)."),
     max_epochs: Optional[int] = typer.Option(None, "--max-epochs", help="Epoch budget per model (default: each model's own)."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Training time budget per model run, seconds."),
@@ -346,7 +348,8 @@ def benchmark(
 
     for name in names:
         get_spec(name)  # fail before training anything
-    rows = run_benchmark(names, prepared, list(range(seeds)), out, common, f"{Path(data).name}", per_model, log=console.print)
+    seed_list = list(range(first_seed, first_seed + seeds))
+    rows = run_benchmark(names, prepared, seed_list, out, common, f"{Path(data).name}", per_model, log=console.print, runs=runs)
     console.print((out / "results.md").read_text())
     console.print(f"wrote {out}/results.json, results.md, curves.png ({len(rows)} models)")
 
