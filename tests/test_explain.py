@@ -361,6 +361,11 @@ def test_faithfulness(han, test_file):
     table = CliRunner().invoke(app, ["faithfulness", str(run), "--data", str(test_file), "--n", "5",
                                      "--methods", "attention,random"])
     assert table.exit_code == 0 and "AOPC" in table.stdout and "comp" in table.stdout
+    first, drawn = (json.loads(CliRunner().invoke(app, ["faithfulness", str(run), "--data", str(test_file), "--n", "6", "--seed", "1",
+                                                        "--methods", "random", "--json", *extra]).stdout)
+                    for extra in ([], ["--sample"]))
+    assert first["documents"] == drawn["documents"] == 6
+    assert first["mean_words"] != drawn["mean_words"]  # --sample reads other documents than the first six
 
 
 def test_integrated_gradients_match_captum(self_attention, splits):

@@ -192,6 +192,8 @@ def register(app) -> None:
         runs: List[Path] = typer.Argument(..., help="Run directories (several: one table over all the models)."),
         data: str = typer.Option(..., "--data", help="Documents."),
         n: int = typer.Option(100, "--n", help="Number of documents (0: all)."),
+        sample: bool = typer.Option(False, "--sample", help="Draw the n documents at random (by --seed), not the first n: "
+                                    "files sorted by label would otherwise give one class only."),
         methods: str = typer.Option("attention,random,gradient_x_input,integrated_gradients", "--methods",
                                     help="Comma-separated rankings to compare."),
         percents: str = typer.Option("1,5,10,20,50", "--percents", help="k values (% of each document's words)."),
@@ -209,7 +211,10 @@ def register(app) -> None:
 
         corpus = read_evaluation_corpus(data, split, fmt)
         if n and n < len(corpus):
-            corpus = corpus.subset(range(n))
+            import numpy as np
+
+            rows = np.sort(np.random.default_rng(seed).choice(len(corpus), n, replace=False)) if sample else range(n)
+            corpus = corpus.subset(rows)
         ks = [float(p) if "." in p else int(p) for p in percents.split(",") if p.strip()]
         results = []
         for run in runs:
