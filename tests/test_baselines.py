@@ -290,3 +290,36 @@ def test_neural_baselines_learn(name, easy_splits, one_thread, tmp_path):
     assert accuracy >= 0.75, f"{name}: test accuracy {accuracy:.3f} after 2 epochs"
     loaded = DocumentClassifier.load(tmp_path / "run")
     np.testing.assert_allclose(loaded.predict_proba(test.texts[:20]), clf.predict_proba(test.texts[:20]), atol=1e-6)
+
+
+# --------------------------------------------------------------------------- the fastText library (optional extra)
+
+
+def test_fasttext_library_learns_saves_and_guards_its_file(tmp_path, monkeypatch):
+    pytest.importorskip("fasttext", reason="the optional fastText library: pip install 'docattn[fasttext]'")
+    rng = np.random.default_rng(0)
+    filler = [f"w{i}" for i in range(200)]
+    cues = {"pos": ["great", "superb", "loved"], "neg": ["awful", "boring", "hated"]}
+
+    def docs(n):
+        labels = rng.choice(["pos", "neg"], n).tolist()
+        texts = [" ".join([*rng.choice(filler, 30), *rng.choice(cues[y], 2)]) + " ." for y in labels]
+        return texts, labels
+
+    (train_x, train_y), (test_x, test_y) = docs(600), docs(200)
+    clf = DocumentClassifier("fasttext-lib", epoch=20, lr=0.5, bucket=100_000).fit(train_x, train_y)
+    assert clf.score(test_x, test_y) >= 0.95  # measured 1.0; chance 0.5
+    probs = clf.predict_proba(test_x[:20])
+    np.testing.assert_allclose(probs.sum(1), 1.0, rtol=1e-6)
+    run = clf.save(tmp_path / "run")
+    np.testing.assert_array_equal(DocumentClassifier.load(run).predict_proba(test_x[:20]), probs)
+    assert not [p for p in Path(run).iterdir() if p.suffix in PICKLE_SUFFIXES]
+    binary = Path(run) / "fasttext.bin"
+    binary.write_bytes(binary.read_bytes()[:1000])  # truncated: the library itself would not notice
+    with pytest.raises(CheckpointError, match="SHA-256"):
+        DocumentClassifier.load(run)
+    monkeypatch.setitem(__import__("sys").modules, "fasttext", None)  # the extra not installed
+    from docattn.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"pip install 'docattn\[fasttext\]'"):
+        DocumentClassifier("fasttext-lib").fit(train_x, train_y)
