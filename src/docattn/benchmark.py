@@ -19,8 +19,43 @@ from docattn.data.prepare import PreparedData
 from docattn.data.text import write_json_atomic
 
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+def _rss_mb() -> float | None:
+    """The process's resident memory now (Linux /proc), or None where it cannot be read."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class RssPeak:
+    """Peak resident memory of this process while a block runs, sampled every 20 ms.
+
+    ``ru_maxrss`` is a high-water mark for the whole process, so every model after the first
+    showed no increase; sampling the current RSS gives each trial its own peak. Where /proc is
+    missing it falls back to ``ru_maxrss``.
+    """
+
+    def __enter__(self):
+        import threading
+
+        self.peak = _rss_mb() or 0.0
+        self._stop = threading.Event()
+
+        def sample():
+            while not self._stop.wait(0.02):
+                self.peak = max(self.peak, _rss_mb() or 0.0)
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        now = _rss_mb()
+        self.peak = max(self.peak, now) if now is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        return False
 
 
 def _param_count(model) -> int | None:
@@ -39,10 +74,10 @@ def run_one(model: str, data: PreparedData, seed: int, options: dict, run_dir: P
 
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
-    rss0 = _peak_rss_mb()
     clf = DocumentClassifier(model, seed=seed, progress=False, **options)
     t0 = time.perf_counter()
-    clf.fit_prepared(data, run_dir=run_dir)
+    with RssPeak() as rss:
+        clf.fit_prepared(data, run_dir=run_dir)
     wall = time.perf_counter() - t0
     res = clf.results
     test = res.get("test", {})
@@ -60,8 +95,10 @@ def run_one(model: str, data: PreparedData, seed: int, options: dict, run_dir: P
         "train_docs_per_s": res.get("train_docs_per_s"),
         "inference_docs_per_s": test.get("inference_docs_per_s"),
         "parameters": _param_count(clf.model),
-        "peak_memory_mb": (torch.cuda.max_memory_allocated() / 2**20) if torch.cuda.is_available() else max(_peak_rss_mb() - rss0, 0.0),
-        "peak_memory_kind": "cuda_allocated" if torch.cuda.is_available() else "process_rss_increase",
+        # GPU: the most tensor memory allocated; CPU: the process's peak RSS during the trial
+        # (data, libraries and model together: compare models by differences)
+        "peak_memory_mb": (torch.cuda.max_memory_allocated() / 2**20) if torch.cuda.is_available() else rss.peak,
+        "peak_memory_kind": "cuda_allocated" if torch.cuda.is_available() else "process_rss_peak",
         "stopped_on_budget": bool(res.get("stopped_on_budget", False)),
         "history": res.get("history", []),
         "device": "cuda:" + torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
@@ -98,15 +135,15 @@ def summarize(model: str, trials: list[dict]) -> dict:
 
 def markdown_table(rows: list[dict], title: str) -> str:
     """HCAN Table 2 shape: test accuracy (mean ± std over seeds) and training cost per document."""
-    lines = [f"### {title}", "", "| model | test accuracy % | macro-F1 % | train ms/doc | train docs/s | inference docs/s | parameters | note |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [f"### {title}", "", "| model | test accuracy % | macro-F1 % | train ms/doc | train docs/s | inference docs/s | parameters | peak memory MB | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         acc, f1 = r["test_accuracy"], r["test_macro_f1"]
         fmt = lambda d, s=100: "-" if d["mean"] is None else f"{s * d['mean']:.2f} ± {s * d['std']:.2f}"  # noqa: E731
         num = lambda d: "-" if d["mean"] is None else f"{d['mean']:.1f}"  # noqa: E731
         note = "stopped on time budget" if r["stopped_on_budget"] else ""
         lines.append(f"| {r['model']} | {fmt(acc)} | {fmt(f1)} | {num(r['train_ms_per_document'])} | {num(r['train_docs_per_s'])} | "
-                     f"{num(r['inference_docs_per_s'])} | {r['parameters'] or '-'} | {note} |")
+                     f"{num(r['inference_docs_per_s'])} | {r['parameters'] or '-'} | {r['peak_memory_mb'] or 0:.0f} | {note} |")
     return "\n".join(lines) + "\n"
 
 
