@@ -307,7 +307,9 @@ def test_fasttext_library_learns_saves_and_guards_its_file(tmp_path, monkeypatch
         return texts, labels
 
     (train_x, train_y), (test_x, test_y) = docs(600), docs(200)
-    clf = DocumentClassifier("fasttext-lib", epoch=20, lr=0.5, bucket=100_000).fit(train_x, train_y)
+    by_label = np.argsort(train_y, kind="stable")  # sorted by label, as IMDB's files are: must not matter
+    train_x, train_y = [train_x[i] for i in by_label], [train_y[i] for i in by_label]
+    clf = DocumentClassifier("fasttext-lib", learning_rate=0.5, bucket=100_000).fit(train_x, train_y)
     assert clf.score(test_x, test_y) >= 0.95  # measured 1.0; chance 0.5
     probs = clf.predict_proba(test_x[:20])
     np.testing.assert_allclose(probs.sum(1), 1.0, rtol=1e-6)
@@ -323,3 +325,14 @@ def test_fasttext_library_learns_saves_and_guards_its_file(tmp_path, monkeypatch
 
     with pytest.raises(ConfigError, match=r"pip install 'docattn\[fasttext\]'"):
         DocumentClassifier("fasttext-lib").fit(train_x, train_y)
+
+
+def test_fasttext_library_reads_its_training_lines_shuffled():
+    """The library reads its file in order; label-sorted lines (IMDB's files) left it predicting one class."""
+    from docattn.models.fasttext_lib import _shuffled
+
+    lines = [f"__label__{0 if i < 500 else 1} w{i}" for i in range(1000)]
+    once, again, other = _shuffled(lines, 0), _shuffled(lines, 0), _shuffled(lines, 1)
+    assert sorted(once) == sorted(lines) and once == again and once != other
+    first_half = [line.split()[0] for line in once[:500]]
+    assert 200 < first_half.count("__label__0") < 300  # both labels throughout, not one block after the other

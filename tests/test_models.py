@@ -250,3 +250,18 @@ def test_registry_lists_and_rejects():
         get_spec("no-such-model")
     with pytest.raises(ConfigError):
         create_model("han", vocab_size=10, num_classes=2, not_a_parameter=3)
+
+
+def test_model_hyperparameters_never_shadow_training_options():
+    """DocumentClassifier routes a keyword to training, data or text options first: a model
+    hyper-parameter of the same name (fastText's `lr`, say) would silently never be set."""
+    from dataclasses import fields
+
+    from docattn.data.prepare import DataSettings
+    from docattn.data.text import TextConfig
+    from docattn.training.config import TrainConfig
+
+    taken = set(TrainConfig.field_names()) | {f.name for f in fields(DataSettings)} | {f.name for f in fields(TextConfig)}
+    for name in list_models():
+        clash = set(create_model(name, vocab_size=20, num_classes=2).hparams()) & taken
+        assert not clash, f"{name}: hyper-parameters {sorted(clash)} are also training/data/text options"

@@ -173,8 +173,8 @@ class TfidfBaseline(nn.Module):
         return tfidf(counts, idf, self.config.sublinear_tf)
 
     # ------------------------------------------------------------------ fitting
-    def fit_encoded(self, enc: EncodedCorpus, vocab=None) -> "TfidfBaseline":
-        """Fit feature keys (min_df), idf and the classifier on a labelled encoded split."""
+    def fit_encoded(self, enc: EncodedCorpus, vocab=None, seed: int = 0) -> "TfidfBaseline":
+        """Fit feature keys (min_df), idf and the classifier on a labelled encoded split (deterministic: ``seed`` unused)."""
         from sklearn.feature_extraction.text import TfidfTransformer
 
         cfg = self.config

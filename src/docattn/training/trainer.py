@@ -79,7 +79,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
     results: dict = {"data": data.info}
     if hasattr(model, "fit_encoded"):  # non-neural baselines train in one call
         t0 = time.perf_counter()
-        model.fit_encoded(data.splits["train"], data.vocab)
+        model.fit_encoded(data.splits["train"], data.vocab, seed=cfg.seed)
         results["train_seconds"] = time.perf_counter() - t0
         results["valid"] = _brief(evaluate_encoded(clf, data.splits["valid"]))
     else:
