@@ -107,6 +107,19 @@ def test_labels_any_hashable(splits):
     assert set(clf.predict(tr.texts[:20])) <= {0, 10, 20, 30}
 
 
+def test_seed_fixes_the_whole_fit_initial_weights_included(splits):
+    """The same seed gives the same model, whatever the global random state before fit()."""
+    import torch
+
+    tr, te = splits["train"], splits["test"]
+    probs = []
+    for outside in (1, 2):
+        torch.manual_seed(outside)
+        clf = DocumentClassifier("han", seed=5, **FAST).fit(tr.texts[:200], tr.labels[:200])
+        probs.append(clf.predict_proba(te.texts[:20]))
+    np.testing.assert_array_equal(probs[0], probs[1])
+
+
 @pytest.mark.slow
 def test_han_learns_embedded_corpus_within_two_minutes(tmp_path):
     """The issue's bar: han >= 95% test accuracy on the embedded corpus in under 2 minutes on CPU."""

@@ -88,9 +88,13 @@ class DocumentClassifier:
         from docattn.models import create_model
         from docattn.training.trainer import train_model
 
+        import torch
+
         self.vocab, self.labels = data.vocab, data.labels
         # the vocabulary carries the text settings it was built with; they are what new text gets
         self.data_settings.text = data.vocab.text_config
+        # the seed covers the initial weights too: the engine seeds again only after the model exists
+        torch.manual_seed(self.train_config.seed)
         self.model = create_model(self.model_name, vocab_size=len(data.vocab), num_classes=len(data.labels), **self.hparams)
         self.results = train_model(self, data, run_dir=Path(run_dir) if run_dir else None, resume=resume)
         return self
