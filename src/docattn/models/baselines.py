@@ -133,10 +133,10 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- model
 
 
-class TfidfBaseline(nn.Module):
-    """tf-idf + naive Bayes or logistic regression, fitted in one call on an encoded corpus.
+class BagModel(nn.Module):
+    """A model fitted in one call on an encoded corpus, outside the training engine.
 
-    Implements the "bag" hooks the trainer and run directory use: ``fit_encoded``,
+    Subclasses implement the "bag" hooks the trainer and run directory use: ``fit_encoded``,
     ``predict_proba_encoded``, ``save_artifacts``, ``load_artifacts``. It is an ``nn.Module``
     only so that code written for neural models (``eval()``, ``next(model.parameters())``,
     ``model(batch)`` in explanations) keeps working; it has no trainable parameters.
@@ -144,13 +144,37 @@ class TfidfBaseline(nn.Module):
 
     layout = "bag"
 
-    def __init__(self, vocab_size: int, num_classes: int, **hparams):
+    def __init__(self, vocab_size: int, num_classes: int):
         super().__init__()
-        self.config = BagConfig(**hparams)
         self.vocab_size = vocab_size
         self.num_classes = num_classes
         # an empty, frozen parameter: next(model.parameters()) gives the device, as for neural models
         self._device_anchor = nn.Parameter(torch.zeros(0), requires_grad=False)
+
+    def predict_proba_encoded(self, enc: EncodedCorpus) -> np.ndarray:
+        raise NotImplementedError
+
+    def forward(self, batch, return_attention: bool = False) -> ModelOutput:
+        """Log-probabilities of a ``FlatBatch`` as logits (what explanations and evaluation call)."""
+        mask = batch.mask.cpu().numpy()
+        lengths = mask.sum(1).astype(np.int64)
+        enc = EncodedCorpus(
+            tokens=batch.tokens.cpu().numpy()[mask].astype(np.int32),  # row-major: each row's real tokens in order
+            sentence_offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+            document_offsets=np.arange(len(lengths) + 1, dtype=np.int64),
+            labels=np.full(len(lengths), -1, dtype=np.int64),
+        )
+        logp = np.log(np.maximum(self.predict_proba_encoded(enc), np.finfo(np.float64).tiny))
+        logits = torch.from_numpy(logp.astype(np.float32)).to(batch.tokens.device)
+        return ModelOutput(logits=logits, attentions={} if return_attention else None)
+
+
+class TfidfBaseline(BagModel):
+    """tf-idf + naive Bayes or logistic regression, fitted in one call on an encoded corpus."""
+
+    def __init__(self, vocab_size: int, num_classes: int, **hparams):
+        super().__init__(vocab_size, num_classes)
+        self.config = BagConfig(**hparams)
         self.arrays: dict[str, np.ndarray] | None = None
         self.link: str | None = None
 
@@ -265,20 +289,6 @@ class TfidfBaseline(nn.Module):
         probs = np.zeros((len(enc), self.num_classes), dtype=np.float64)
         probs[:, a["classes"]] = part
         return probs
-
-    def forward(self, batch, return_attention: bool = False) -> ModelOutput:
-        """Log-probabilities of a ``FlatBatch`` as logits (what explanations and evaluation call)."""
-        mask = batch.mask.cpu().numpy()
-        lengths = mask.sum(1).astype(np.int64)
-        enc = EncodedCorpus(
-            tokens=batch.tokens.cpu().numpy()[mask].astype(np.int32),  # row-major: each row's real tokens in order
-            sentence_offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-            document_offsets=np.arange(len(lengths) + 1, dtype=np.int64),
-            labels=np.full(len(lengths), -1, dtype=np.int64),
-        )
-        logp = np.log(np.maximum(self.predict_proba_encoded(enc), np.finfo(np.float64).tiny))
-        logits = torch.from_numpy(logp.astype(np.float32)).to(batch.tokens.device)
-        return ModelOutput(logits=logits, attentions={} if return_attention else None)
 
     # ------------------------------------------------------------------ persistence
     def _metadata(self) -> dict[str, str]:

@@ -18,13 +18,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.nn as nn
 
 from docattn.data.encoding import EncodedCorpus
 from docattn.errors import CheckpointError, ConfigError, DataError, DocattnError
 from docattn.models import register_model
-from docattn.models.output import ModelOutput
+from docattn.models.baselines import BagModel
 
 FASTTEXT_PAPER = "Joulin et al. 2017, Bag of Tricks for Efficient Text Classification (the fastText library)"
 BINARY, DIGEST = "fasttext.bin", "fasttext.json"
@@ -76,17 +74,12 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-class FastTextLib(nn.Module):
+class FastTextLib(BagModel):
     """fastText's supervised classifier, fitted in one call (the "bag" hooks of the trainer and run directory)."""
 
-    layout = "bag"
-
     def __init__(self, vocab_size: int, num_classes: int, **hparams):
-        super().__init__()
+        super().__init__(vocab_size, num_classes)
         self.config = FastTextLibConfig(**hparams)
-        self.vocab_size = vocab_size
-        self.num_classes = num_classes
-        self._device_anchor = nn.Parameter(torch.zeros(0), requires_grad=False)  # next(parameters()) gives the device
         self.ft = None
 
     def hparams(self) -> dict:
@@ -118,20 +111,6 @@ class FastTextLib(nn.Module):
                 probs[i, int(label[len("__label__"):])] = p
         probs /= np.maximum(probs.sum(1, keepdims=True), np.finfo(np.float64).tiny)
         return probs
-
-    def forward(self, batch, return_attention: bool = False) -> ModelOutput:
-        """Log-probabilities of a ``FlatBatch`` as logits (what evaluation and explanations call)."""
-        mask = batch.mask.cpu().numpy()
-        lengths = mask.sum(1).astype(np.int64)
-        enc = EncodedCorpus(
-            tokens=batch.tokens.cpu().numpy()[mask].astype(np.int32),
-            sentence_offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-            document_offsets=np.arange(len(lengths) + 1, dtype=np.int64),
-            labels=np.full(len(lengths), -1, dtype=np.int64),
-        )
-        logp = np.log(np.maximum(self.predict_proba_encoded(enc), np.finfo(np.float64).tiny))
-        logits = torch.from_numpy(logp.astype(np.float32)).to(batch.tokens.device)
-        return ModelOutput(logits=logits, attentions={} if return_attention else None)
 
     def n_parameters(self) -> int:
         return 0 if self.ft is None else int(self.ft.get_input_matrix().size + self.ft.get_output_matrix().size)
