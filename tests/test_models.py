@@ -194,8 +194,15 @@ def test_fused_bigru_gradients_match_pytorch_gru():
     gates = torch.randn(6, 7, 24, dtype=torch.double, requires_grad=True)
     w_hh = torch.randn(2, 12, 4, dtype=torch.double, requires_grad=True)
     b_hh = torch.randn(2, 12, dtype=torch.double, requires_grad=True)
-    recurrence = lambda g, w, b: _BiGRUFunction.apply(g, _BiGRUIndex(lengths, 6, 7), w, b)  # noqa: E731
+    recurrence = lambda g, w, b: _BiGRUFunction.apply(g.reshape(42, 24), _BiGRUIndex(lengths, 6, 7), w, b)  # noqa: E731
     assert torch.autograd.gradcheck(recurrence, (gates, w_hh, b_hh))
+    # a gate table with repeated rows (one per distinct word), read through a row map
+    table = torch.randn(5, 24, dtype=torch.double, requires_grad=True)
+    rows = torch.randint(0, 5, (6, 7))
+    shared = lambda g, w, b: _BiGRUFunction.apply(g, _BiGRUIndex(lengths, 6, 7, rows), w, b)  # noqa: E731
+    assert torch.autograd.gradcheck(shared, (table, w_hh, b_hh))
+    per_position = _BiGRUFunction.apply(table[rows.reshape(-1)], _BiGRUIndex(lengths, 6, 7), w_hh, b_hh)
+    torch.testing.assert_close(shared(table, w_hh, b_hh), per_position)
 
 
 def test_length_groups_partition_rows_by_length():

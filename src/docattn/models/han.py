@@ -94,16 +94,18 @@ class HAN(nn.Module):
         enc = self.word_encoder
         if enc.fused_on(words.device) and not (self.training and self.config.dropout > 0):
             # the input gates depend on the word alone: project each distinct word of the batch once
-            # (a third of the positions on IMDB), gathering gates per position, eq. 1-2 unchanged
+            # (a third of the positions on IMDB) into a table the recurrence reads, eq. 1-2 unchanged
             vocab, where = torch.unique(flat_ids, return_inverse=True)
-            flat = enc.input_gates(self.embedding(vocab)).index_select(0, where)  # (sum rows*w, 6H)
-            encode = enc.forward_gates
+            table = enc.input_gates(self.embedding(vocab))  # (distinct words, 6H)
+            inputs = [(table, r.view(g.shape)) for r, g in zip(torch.split(where, sizes), ids)]
+            encode = lambda x, m: enc.forward_gates(x[0], m, rows=x[1])  # noqa: E731
         else:
             flat = self.dropout(self.embedding(flat_ids))  # (sum rows*w, E)
+            inputs = [x.view(*g.shape, -1) for x, g in zip(torch.split(flat, sizes), ids)]
             encode = enc
         pooled, weights, pruned = [], [], []
-        for x, g, m in zip(torch.split(flat, sizes), ids, masks):
-            h = encode(x.view(*g.shape, -1), m)  # (rows, w, 2H)   eq. 2-4
+        for x, m in zip(inputs, masks):
+            h = encode(x, m)  # (rows, w, 2H)   eq. 2-4
             s, a, p = self.word_pool(h, m)  # (rows, 2H)   eq. 5-7
             pooled.append(s)
             weights.append(None if a is None else F.pad(a, (0, W - a.shape[1])))

@@ -103,21 +103,26 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 
 
 class _BiGRUIndex:
-    """Row permutations between a batch (N, T) and the recurrence's reading order (T, N) per direction.
+    """Row maps between a batch (N, T), its gate table and the recurrence's reading order (T, N).
 
-    The backward direction reads each row reversed within its own length. Each permutation is a
-    single ``index_select`` over rows, so reordering costs one copy and no scatter in backward.
+    The backward direction reads each row reversed within its own length. The gates of batch
+    position (n, t) are row ``rows[n*T + t]`` of a gate table: the batch itself (``rows`` None)
+    or one row per distinct word. Each direction's gates are gathered from the table straight
+    into reading order with one ``index_select``, and scattered back in the backward pass.
     """
 
-    def __init__(self, lengths: torch.Tensor, N: int, T: int):
+    def __init__(self, lengths: torch.Tensor, N: int, T: int, rows: torch.Tensor | None = None):
+        self.N, self.T = N, T
         rev = _reversal_index(lengths, T)  # (N, T)
         n = torch.arange(N, device=lengths.device).unsqueeze(1)  # (N, 1)
         t = torch.arange(T, device=lengths.device).unsqueeze(0)  # (1, T)
-        # batch row n*T+t read at step t (forward) or at step rev[n, t] (backward)
-        self.read_f = (n * T + t).t().reshape(-1)  # (T*N,): step-major order <- batch rows
+        # batch position n*T+t is read at step t (forward) or at step rev[n, t] (backward)
+        self.read_f = (n * T + t).t().reshape(-1)  # (T*N,): step-major order <- batch positions
         self.read_b = (n * T + rev).t().reshape(-1)
-        self.write_f = (t * N + n).reshape(-1)  # (N*T,): batch rows <- step-major order
-        self.write_b = (rev * N + n).reshape(-1)
+        self.write_b = (rev * N + n).reshape(-1)  # (N*T,): batch positions <- step-major order
+        self.table_rows = rows is None  # the table is the batch: each table row is read once
+        self.src_f = self.read_f if rows is None else rows.reshape(-1)[self.read_f]  # table rows per step
+        self.src_b = self.read_b if rows is None else rows.reshape(-1)[self.read_b]
 
 
 def _bigru_recurrence(gi: torch.Tensor, w_hh: torch.Tensor, b_hh: torch.Tensor, keep: bool):
@@ -148,16 +153,18 @@ def _bigru_recurrence(gi: torch.Tensor, w_hh: torch.Tensor, b_hh: torch.Tensor, 
     return out, gh, rz, n
 
 
-def _bigru_forward(gates, ix: _BiGRUIndex, w_hh, b_hh, keep: bool):
-    """Input gates (N, T, 6H), forward then backward direction -> (N, T, 2H), plus the saved state."""
-    N, T, H6 = gates.shape
-    H = H6 // 6
-    gates = gates.reshape(N * T, H6)
-    gi = torch.stack([gates[:, : 3 * H].index_select(0, ix.read_f), gates[:, 3 * H :].index_select(0, ix.read_b)])
+def _bigru_forward(table, ix: _BiGRUIndex, w_hh, b_hh, keep: bool):
+    """Gate table (V, 6H), forward then backward direction -> (N, T, 2H), plus the saved state."""
+    H = table.shape[1] // 6
+    N, T = ix.N, ix.T
+    gi = table.new_empty(2, T * N, 3 * H)
+    torch.index_select(table[:, : 3 * H], 0, ix.src_f, out=gi[0])
+    torch.index_select(table[:, 3 * H :], 0, ix.src_b, out=gi[1])
     state = _bigru_recurrence(gi.view(2, T, N, 3 * H), w_hh, b_hh, keep)
-    h = state[0][:, 1:].reshape(2, T * N, H)
-    y = torch.cat([h[0].index_select(0, ix.write_f), h[1].index_select(0, ix.write_b)], dim=-1)
-    return y.view(N, T, 2 * H), state
+    h = state[0][:, 1:]  # (2, T, N, H)
+    y_f = h[0].transpose(0, 1)  # (N, T, H): the forward direction reads positions in order
+    y_b = h[1].reshape(T * N, H).index_select(0, ix.write_b).view(N, T, H)
+    return torch.cat([y_f, y_b], dim=-1), state
 
 
 class _BiGRUFunction(torch.autograd.Function):
@@ -167,14 +174,15 @@ class _BiGRUFunction(torch.autograd.Function):
     gradients one step at a time. Here both directions share each step's kernels, the gate
     derivatives that do not depend on the incoming gradient are computed for all steps at once,
     and the recurrent weights' gradient is one matrix product over all steps. The input
-    projection stays outside, in autograd, so a caller can project each distinct word once.
+    projection stays outside, in autograd, so a caller can project each distinct word once and
+    pass that table: its gradient is scattered straight back to the table's rows.
     """
 
     @staticmethod
-    def forward(ctx, gates, ix, w_hh, b_hh):
-        """gates (N, T, 6H) input gates, forward then backward direction; w_hh (2, 3H, H), b_hh (2, 3H)."""
-        y, (out, gh, rz, n) = _bigru_forward(gates, ix, w_hh, b_hh, keep=True)
-        ctx.ix = ix
+    def forward(ctx, table, ix, w_hh, b_hh):
+        """table (V, 6H) input gates, forward then backward direction; w_hh (2, 3H, H), b_hh (2, 3H)."""
+        y, (out, gh, rz, n) = _bigru_forward(table, ix, w_hh, b_hh, keep=True)
+        ctx.ix, ctx.table_size = ix, table.shape[0]
         ctx.save_for_backward(w_hh, out, gh, rz, n)
         return y
 
@@ -189,9 +197,9 @@ class _BiGRUFunction(torch.autograd.Function):
         to_an = (1 - z) * (1 - n * n)  # dh' -> d a_n
         to_ar = gh[..., 2 * H :] * r * (1 - r)  # d a_n -> d a_r
         to_az = (h_prev - n) * z * (1 - z)  # dh' -> d a_z
-        dy = dy.reshape(N * T, 2 * H)
-        dY = torch.stack([dy[:, :H].index_select(0, ix.read_f), dy[:, H:].index_select(0, ix.read_b)])
-        dY = dY.view(2, T, N, H)
+        dY = dy.new_empty(2, T, N, H)
+        dY[0].copy_(dy[..., :H].transpose(0, 1))
+        torch.index_select(dy[..., H:].reshape(N * T, H), 0, ix.read_b, out=dY[1].view(T * N, H))
         dgh = dy.new_empty(2, T, N, 3 * H)  # gradient of the hidden gates: d a_r, d a_z, r * d a_n
         da_n = dy.new_empty(2, T, N, H)  # gradient of the input gate n
         dgh_t, da_n_t = dgh.unbind(1), da_n.unbind(1)
@@ -209,8 +217,14 @@ class _BiGRUFunction(torch.autograd.Function):
         dgh = dgh.view(2, T * N, 3 * H)
         d_whh = torch.bmm(dgh.transpose(1, 2), h_prev.reshape(2, T * N, H))  # (2, 3H, H)
         dg = torch.cat([dgh[..., : 2 * H], da_n.view(2, T * N, H)], dim=-1)  # input gates r, z, n
-        d_gates = torch.cat([dg[0].index_select(0, ix.write_f), dg[1].index_select(0, ix.write_b)], dim=-1)
-        return d_gates.view(N, T, 6 * H), None, d_whh, dgh.sum(1)
+        d_table = dy.new_zeros(ctx.table_size, 6 * H)
+        if ix.table_rows:  # the table is the batch: every row read once, so a plain scatter
+            d_table[:, : 3 * H].index_copy_(0, ix.src_f, dg[0])
+            d_table[:, 3 * H :].index_copy_(0, ix.src_b, dg[1])
+        else:  # one row per distinct word: add up its positions
+            d_table[:, : 3 * H].index_add_(0, ix.src_f, dg[0])
+            d_table[:, 3 * H :].index_add_(0, ix.src_b, dg[1])
+        return d_table, None, d_whh, dgh.sum(1)
 
 
 class PaddedBiRNN(nn.Module):
@@ -250,17 +264,23 @@ class PaddedBiRNN(nn.Module):
         f, b = self.fwd, self.bwd
         return F.linear(x, torch.cat([f.weight_ih_l0, b.weight_ih_l0]), torch.cat([f.bias_ih_l0, b.bias_ih_l0]))
 
-    def forward_gates(self, gates: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The fused recurrence from precomputed input gates (N, T, 6H) -> (N, T, 2H), zero on padding."""
-        if gates.shape[1] == 0:
-            return gates.new_zeros(*gates.shape[:2], self.output_size)
+    def forward_gates(self, gates: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The fused recurrence from precomputed input gates -> (N, T, 2H), zero on padding.
+
+        ``gates`` is (N, T, 6H), or with ``rows`` (N, T) a table (V, 6H) whose row ``rows[n, t]``
+        holds position (n, t)'s gates (one row per distinct word: nothing is copied per position).
+        """
+        N, T = mask.shape
+        if T == 0:
+            return gates.new_zeros(N, 0, self.output_size)
+        table = gates if rows is not None else gates.reshape(N * T, -1)
         w_hh = torch.stack([self.fwd.weight_hh_l0, self.bwd.weight_hh_l0])
         b_hh = torch.stack([self.fwd.bias_hh_l0, self.bwd.bias_hh_l0])
-        ix = _BiGRUIndex(mask.sum(1), *gates.shape[:2])
-        if torch.is_grad_enabled() and (gates.requires_grad or w_hh.requires_grad):
-            out = _BiGRUFunction.apply(gates, ix, w_hh, b_hh)
+        ix = _BiGRUIndex(mask.sum(1), N, T, rows)
+        if torch.is_grad_enabled() and (table.requires_grad or w_hh.requires_grad):
+            out = _BiGRUFunction.apply(table, ix, w_hh, b_hh)
         else:
-            out = _bigru_forward(gates, ix, w_hh, b_hh, keep=False)[0]
+            out = _bigru_forward(table, ix, w_hh, b_hh, keep=False)[0]
         return out * mask.unsqueeze(-1).to(out.dtype)
 
 
