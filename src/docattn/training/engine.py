@@ -177,9 +177,14 @@ class BestWeights(Callback):
         self.best_state: dict | None = None
         self.best_metrics: dict = {}
 
+    def on_validation_start(self, trainer, pl_module):
+        self._tv = time.perf_counter()
+
     def on_validation_end(self, trainer, pl_module):
         if trainer.sanity_checking:
             return
+        if hasattr(self, "_val_in_epoch"):
+            self._val_in_epoch += time.perf_counter() - self._tv
         score = float(trainer.callback_metrics[self.monitor])
         better = self.best_score is None or (score < self.best_score if self.mode == "min" else score > self.best_score)
         if better:
@@ -208,20 +213,36 @@ class MetricsLog(Callback):
         self.rows: list[dict] = []
         self.docs = 0
         self.busy = 0.0
+        self.epoch_seconds: list[float] = []  # wall time of each full training epoch, validation excluded
         self._t0 = time.perf_counter()
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        self._te = time.perf_counter()
+        self._val_in_epoch = 0.0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self._tb = time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        dt = time.perf_counter() - self._tb
+        last = batch_idx + 1 == trainer.num_training_batches
+        if last and pl_module.device.type == "cuda":
+            torch.cuda.synchronize()  # kernels are asynchronous: the epoch ends when the GPU is done
+        now = time.perf_counter()
+        dt = now - self._tb
+        if last:
+            self.epoch_seconds.append(now - self._te - self._val_in_epoch)
         self.docs += len(batch) * trainer.world_size
         self.busy += dt
         pl_module.log("docs/s", len(batch) * trainer.world_size / max(dt, 1e-9), prog_bar=True, on_step=True, on_epoch=False)
 
+    def on_validation_start(self, trainer, pl_module):
+        self._tv = time.perf_counter()
+
     def on_validation_end(self, trainer, pl_module):
         if trainer.sanity_checking:
             return
+        if hasattr(self, "_val_in_epoch"):
+            self._val_in_epoch += time.perf_counter() - self._tv
         m = trainer.callback_metrics
         row = {
             "epoch": trainer.current_epoch,
@@ -251,6 +272,7 @@ class FitResult:
     train_docs_per_s: float
     train_seconds: float
     stopped_on_budget: bool
+    epoch_seconds: list[float] = field(default_factory=list)
     is_global_zero: bool = True
     extra: dict = field(default_factory=dict)
 
@@ -328,6 +350,7 @@ def fit(
         history=log.rows,
         train_docs_per_s=log.docs / max(log.busy, 1e-9),
         train_seconds=seconds,
+        epoch_seconds=log.epoch_seconds,
         stopped_on_budget=bool(cfg.max_time) and seconds >= cfg.max_time,
         is_global_zero=trainer.is_global_zero,
     )

@@ -99,13 +99,15 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
             best=res.best_metrics,
             train_seconds=res.train_seconds,
             train_docs_per_s=res.train_docs_per_s,
+            epoch_seconds=res.epoch_seconds,
             stopped_on_budget=res.stopped_on_budget,
             history=res.history,  # one row per validation: what the benchmark's curves plot
         )
         results["is_global_zero"] = res.is_global_zero
-        model.to("cpu")
     if "test" in data.splits and (data.splits["test"].labels >= 0).all():
-        results["test"] = _brief(evaluate_encoded(clf, data.splits["test"]))
+        results["test"] = _brief(evaluate_encoded(clf, data.splits["test"]))  # on the training device
+    if not hasattr(model, "fit_encoded"):
+        model.to("cpu")  # a fitted classifier predicts on the CPU unless moved
     if run_dir is not None and results.get("is_global_zero", True):
         save_run(run_dir, clf.model_name, model, clf.vocab, clf.labels, clf.data_settings, cfg, results)
     return results
