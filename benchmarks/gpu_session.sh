@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# GPU runs on a lent machine (the `device` tool): bash benchmarks/gpu_session.sh STAGE [STAGE...]
+# Written for a session with a GPU; not yet run on one (no GPU has been lent to this project so far).
+#
+# The machine is bare and offline, and only the repository travels, so the caller carries
+#   .gpu/whl/       wheels the image lacks: gensim, smart_open, entmax, captum
+#   .gpu/site/      blingfire with only its sentence-splitting library (the wheel is 42 MB of models)
+#   .gpu/aclImdb.tar.xz       ../shared/data/imdb/aclImdb.tar.gz without the unlabelled reviews
+#                             and feature files: tar xzf ... 'aclImdb/{train,test}/{pos,neg}/*', re-packed with xz
+#   .gpu/20news-bydate.tar.xz ../shared/data/20news/20news-bydate.tar.gz re-packed with xz
+# (the same documents and labels; the readers give 25k/25k and 11,314/7,532 documents).
+# Results land in benchmarks/results/gpu_* and, with logs, in $OUT/gpu_results.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu_out}
+mkdir -p "$OUT"
+if [ ! -d /tmp/site/gensim ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
+    cp -r .gpu/site/blingfire /tmp/site/
+fi
+export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 DOCATTN_CACHE=/tmp/dcache MPLBACKEND=Agg
+IMDB=.gpu/aclImdb.tar.xz
+NEWS=.gpu/20news-bydate.tar.xz
+R=benchmarks/results
+LOGS=$OUT/logs
+mkdir -p "$LOGS"
+da() { python3 -m docattn "$@"; }
+bench() {  # bench NAME ARGS...: one `docattn benchmark` into results/NAME, log in $LOGS/NAME.log
+    local name=$1; shift
+    da benchmark --out "$R/$name" "$@" > "$LOGS/$name.log" 2>&1
+    echo "$name: exit $? $(tail -c 300 "$LOGS/$name.log" | tr '\n' ' ' | tail -c 200)"
+}
+pack() { tar czf "$OUT/gpu_results.tgz" $R/gpu_* $R/speed_*_gpu.json "$LOGS" 2>/dev/null; }
+trap pack EXIT
+
+for stage in "$@"; do
+    echo "== $stage $(date +%T)"
+    case $stage in
+    info)
+        nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+        python3 -c "import torch, lightning; print(torch.__version__, lightning.__version__, torch.cuda.get_device_name(0))"
+        ;;
+    tests)  # the CUDA tests, then the whole suite with the GPU visible
+        python3 -m pytest -q -n 12 -p no:cacheprovider tests 2>&1 | tee "$LOGS/test_all.log" | tail -25
+        ;;
+    prepare)  # encode IMDB and 20news once, so parallel jobs find them cached
+        python3 -c "
+from docattn.data.prepare import DataSettings, prepare_paths
+for path, vf in (('$IMDB', 0.3), ('$NEWS', 0.1)):
+    d = prepare_paths(path, settings=DataSettings(valid_fraction=vf))
+    print(path, {k: len(v) for k, v in d.splits.items()}, len(d.vocab))
+"
+        ;;
+    speed)  # HAN epoch time and inference on the GPU (issue 3: one IMDB epoch <= 3 s)
+        python3 benchmarks/han_speed.py --data $IMDB --epochs 3 --infer-batch-size 1024 > "$LOGS/han_speed.log" 2>&1
+        grep -E "^(truncated|untruncated)" "$LOGS/han_speed.log"
+        ;;
+    probe)  # one epoch of every model at the paper's sizes, alone on the GPU: training and inference docs/s
+        bench gpu_imdb_probe --data $IMDB --seeds 1 --max-epochs 1 \
+            --max-time 20 --models han,hcan,can-two-target,sanet,sanet-noatt,sanet-big,cspan,cspan-big,kim-cnn,bilstm
+        ;;
+    imdb)  # paper sizes, 3 seeds, four jobs sharing the GPU (training budgets in seconds per trial)
+        OMP_NUM_THREADS=4 bench gpu_imdb_hcan --data $IMDB --seeds 3 --models hcan --max-time 120 &
+        OMP_NUM_THREADS=4 bench gpu_imdb_sanet --data $IMDB --seeds 3 --models sanet,sanet-noatt --max-time 60 &
+        OMP_NUM_THREADS=4 bench gpu_imdb_cspan --data $IMDB --seeds 3 --models cspan --max-time 130 &
+        OMP_NUM_THREADS=4 bench gpu_imdb_sanet_big --data $IMDB --seeds 3 --models sanet-big,sanet-big-noatt --max-time 55 &
+        wait
+        ;;
+    news)  # 20 Newsgroups at paper sizes, and CSPAN's ablations and HAN on IMDB, four jobs sharing the GPU
+        OMP_NUM_THREADS=4 bench gpu_20news_han_hcan --data $NEWS --valid-fraction 0.1 --seeds 3 --models han,hcan --max-time 70 &
+        OMP_NUM_THREADS=4 bench gpu_20news_sanet_cspan --data $NEWS --valid-fraction 0.1 --seeds 3 --models sanet,sanet-noatt,cspan --max-time 45 &
+        OMP_NUM_THREADS=4 bench gpu_imdb_cspan_ablations --data $IMDB --seeds 1 --max-time 60 \
+            --models cspan-bilstm,cspan-bilstm-selfatt,cspan-bilstm-selfatt-residual,cspan-fusion-a,cspan-fusion-b,cspan-fusion-c,cspan-fusion-d &
+        OMP_NUM_THREADS=4 bench gpu_imdb_han --data $IMDB --seeds 3 --models han,hpan,hsan --max-epochs 4 --max-time 90 &
+        wait
+        ;;
+    *)
+        echo "unknown stage $stage"
+        ;;
+    esac
+    pack
+done
+echo "== done $(date +%T)"

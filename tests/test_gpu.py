@@ -1,0 +1,90 @@
+"""The CUDA paths: every model computes on the GPU what it computes on the CPU, trains in bf16,
+and a run trained on the GPU loads and predicts on the CPU. Skipped without CUDA (CI has none)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from docattn.training.inference import make_batch
+
+from test_models import NEURAL, build, tiny_corpus
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (no GPU on this machine)"),
+]
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return tiny_corpus(n_docs=9)
+
+
+@pytest.mark.parametrize("name", NEURAL)
+def test_cuda_matches_cpu_with_and_without_attention(name, corpus):
+    """float32 on both devices (tf32 off): logits and attention agree to rounding."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    model = build(name)
+    batch = make_batch(corpus, np.arange(len(corpus)), model.layout, {})
+    with torch.no_grad():
+        cpu = model(batch, return_attention=True)
+        gpu_model = model.to("cuda")
+        fast = gpu_model(batch.to("cuda"))
+        full = gpu_model(batch.to("cuda"), return_attention=True)
+    torch.testing.assert_close(fast.logits.cpu(), cpu.logits, atol=2e-4, rtol=2e-4)
+    torch.testing.assert_close(full.logits.cpu(), cpu.logits, atol=2e-4, rtol=2e-4)
+    for key, weights in cpu.attentions.items():
+        torch.testing.assert_close(full.attentions[key].cpu(), weights, atol=2e-4, rtol=2e-4)
+
+
+@pytest.mark.parametrize("name", NEURAL)
+def test_bf16_training_step_is_finite_and_masks_padding(name, corpus):
+    """One bf16-autocast step: finite loss and gradients; a document's logits ignore its batch mates."""
+    model = build(name).to("cuda").train()
+    batch = make_batch(corpus, np.arange(len(corpus)), model.layout, {}).to("cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = torch.nn.functional.cross_entropy(model(batch).logits.float(), batch.labels)
+    loss.backward()
+    assert torch.isfinite(loss)
+    for p in model.parameters():
+        if p.grad is not None:
+            assert torch.isfinite(p.grad).all()
+    model.eval()
+    with torch.no_grad():
+        alone = model(make_batch(corpus, np.array([0]), model.layout, {}).to("cuda")).logits
+        together = model(batch).logits[:1]
+    torch.testing.assert_close(together, alone, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["hpan", "hsan"])
+def test_sparse_attention_stays_finite_on_extreme_inputs(name, corpus):
+    model = build(name).to("cuda").train()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(50.0)
+    batch = make_batch(corpus, np.arange(len(corpus)), model.layout, {}).to("cuda")
+    out = model(batch, return_attention=True)
+    out.logits.sum().backward()
+    assert torch.isfinite(out.logits).all()
+    assert all(torch.isfinite(w).all() for w in out.attentions.values())
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_fit_on_gpu_then_load_and_predict_on_cpu(tmp_path):
+    """bf16-mixed training on the GPU; the saved run predicts the same on the CPU."""
+    from docattn import DocumentClassifier
+    from docattn.data import synthetic
+
+    sp = synthetic.make_splits(n_train=600, n_test=200, seed=3)
+    tr, te = sp["train"], sp["test"]
+    clf = DocumentClassifier("han", max_epochs=3, device="gpu", embeddings="random", progress=False, seed=0)
+    clf.fit(tr.sentences, tr.labels)
+    assert next(clf.model.parameters()).device.type == "cuda"
+    assert clf.score(te.texts, te.labels) >= 0.9
+    clf.save(tmp_path / "run")
+    on_cpu = DocumentClassifier.load(tmp_path / "run", device="cpu")
+    np.testing.assert_allclose(on_cpu.predict_proba(te.texts), clf.predict_proba(te.texts), atol=1e-3)
+
