@@ -256,7 +256,11 @@ class PaddedBiRNN(nn.Module):
         return out * mask.unsqueeze(-1).to(out.dtype)
 
     def fused_on(self, device: torch.device) -> bool:
-        """Whether the hand-written GRU recurrence runs (GRU on CPU); elsewhere PyTorch's kernels do."""
+        """Whether the hand-written GRU recurrence runs (GRU on CPU); elsewhere PyTorch's kernels do.
+
+        An LSTM keeps PyTorch's kernels: the same scheme written for the LSTM trained CSPAN and the
+        Bi-LSTM baseline about 10% slower than oneDNN's LSTM (hidden 150, batch 64, 250 tokens).
+        """
         return self.cell is nn.GRU and device.type == "cpu"
 
     def input_gates(self, x: torch.Tensor) -> torch.Tensor:
