@@ -94,3 +94,13 @@ def test_tune_reports_each_trial(tmp_path):
     tune = json.loads((tmp_path / "tune" / "tune.json").read_text())
     assert [t["lr"] for t in tune["trials"]] == [0.01, 0.001]
     assert tune["best"]["lr"] in (0.01, 0.001) and all("val_acc" in t for t in tune["trials"])
+
+
+def test_validation_several_times_per_epoch(data):
+    """val_per_epoch=3: three validations per epoch, so the best checkpoint is chosen at a third of an epoch."""
+    clf = DocumentClassifier("han", max_epochs=2, batch_size=32, embeddings="random", val_per_epoch=3, **TINY).fit_prepared(data)
+    history = clf.results["history"]
+    assert [row["epoch"] for row in history] == [0, 0, 0, 1, 1, 1]
+    assert len({row["step"] for row in history}) == 6
+    with pytest.raises(ConfigError, match="val_per_epoch"):
+        DocumentClassifier("han", val_per_epoch=0)

@@ -23,7 +23,8 @@ class TrainConfig:
     milestones: list[int] = field(default_factory=list)  # epochs ("multistep", CSPAN: 20, 25)
     gamma: float = 0.1
     grad_clip: float | None = 5.0  # gradient norm clipping
-    val_every_n_steps: int | None = None  # None: validate after each epoch
+    val_every_n_steps: int | None = None  # None: validate after each epoch (or val_per_epoch times)
+    val_per_epoch: int = 1  # validations per epoch when val_every_n_steps is None: finer best-checkpoint choice
     monitor: str = "val_acc"  # "val_acc", "val_macro_f1" or "val_loss"
     patience: int | None = None  # early stopping after this many validations without improvement
     seed: int = 0
@@ -45,6 +46,8 @@ class TrainConfig:
             raise ConfigError(f"schedule must be none, step, multistep or cosine, got {self.schedule!r}")
         if self.monitor not in ("val_acc", "val_macro_f1", "val_loss"):
             raise ConfigError(f"monitor must be val_acc, val_macro_f1 or val_loss, got {self.monitor!r}")
+        if self.val_per_epoch < 1:
+            raise ConfigError(f"val_per_epoch must be >= 1, got {self.val_per_epoch}")
         if self.batch_size < 1 or self.max_epochs < 1 or self.lr <= 0:
             raise ConfigError("batch_size and max_epochs must be >= 1 and lr > 0")
         self.betas = tuple(self.betas)

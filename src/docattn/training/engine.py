@@ -318,6 +318,8 @@ def fit(
     val_interval = None
     if cfg.val_every_n_steps:
         val_interval = min(cfg.val_every_n_steps, n_train_batches)
+    elif cfg.val_per_epoch > 1:
+        val_interval = max(1, n_train_batches // cfg.val_per_epoch)
     trainer = L.Trainer(
         max_epochs=cfg.max_epochs,
         accelerator=cfg.accelerator,
