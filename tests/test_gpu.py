@@ -82,7 +82,7 @@ def test_fit_on_gpu_then_load_and_predict_on_cpu(tmp_path):
     tr, te = sp["train"], sp["test"]
     clf = DocumentClassifier("han", max_epochs=3, device="gpu", embeddings="random", progress=False, seed=0)
     clf.fit(tr.sentences, tr.labels)
-    assert next(clf.model.parameters()).device.type == "cuda"
+    assert clf.results["device"].startswith("cuda")  # trained there; the fitted model then predicts on the CPU
     assert clf.score(te.texts, te.labels) >= 0.9
     clf.save(tmp_path / "run")
     on_cpu = DocumentClassifier.load(tmp_path / "run", device="cpu")

@@ -205,6 +205,20 @@ def test_fused_bigru_gradients_match_pytorch_gru():
     torch.testing.assert_close(shared(table, w_hh, b_hh), per_position)
 
 
+def test_rnn_runs_in_float32_under_bf16_autocast():
+    """PyTorch's RNN path (LSTM; GRU off CPU) leaves autocast: cuDNN has bf16 RNNs only from 9.13."""
+    from docattn.models.layers import PaddedBiLSTM
+
+    torch.manual_seed(0)
+    rnn = PaddedBiLSTM(5, 4)
+    x = torch.randn(3, 6, 5)
+    mask = torch.arange(6)[None, :] < torch.tensor([6, 2, 4])[:, None]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = rnn(x.bfloat16(), mask)
+    assert mixed.dtype == torch.float32
+    torch.testing.assert_close(mixed, rnn(x.bfloat16().float(), mask))
+
+
 def test_length_groups_partition_rows_by_length():
     from docattn.models.layers import length_groups
 

@@ -250,8 +250,11 @@ class PaddedBiRNN(nn.Module):
         if self.fused_on(x.device):
             return self.forward_gates(self.input_gates(x), mask)
         idx = _reversal_index(mask.sum(1), x.shape[1])
-        out_f, _ = self.fwd(x)  # (N, T, H)
-        out_b, _ = self.bwd(_gather_rows(x, idx))  # (N, T, H), reversed order
+        # float32 under bf16 autocast: cuDNN has bf16 RNNs only from 9.13, and these RNNs are small
+        with torch.autocast(x.device.type, enabled=False):
+            x = x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+            out_f, _ = self.fwd(x)  # (N, T, H)
+            out_b, _ = self.bwd(_gather_rows(x, idx))  # (N, T, H), reversed order
         out = torch.cat([out_f, _gather_rows(out_b, idx)], dim=-1)  # (N, T, 2H)
         return out * mask.unsqueeze(-1).to(out.dtype)
 
