@@ -34,7 +34,8 @@ def test_benchmark_two_models_two_seeds(tmp_path, monkeypatch):
         assert r["seeds"] == [3, 4] and r["parameters"] > 0 and r["train_docs_per_s"]["mean"] > 0
         assert r["inference_docs_per_s"]["mean"] > 0 and "macro_f1" not in r
         assert r["peak_memory_mb"] > 50 and r["peak_memory_kind"] == "process_rss_peak"  # torch alone is more
-        assert [h["epoch"] for h in r["trials"][0]["history"]] == [0]  # the curve has its validation point
+        epochs = [h["epoch"] for h in r["trials"][0]["history"]]
+        assert epochs and set(epochs) == {0}  # the curve has its validation points
     kept = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert kept == ["han-max-seed3", "han-max-seed4", "han-seed3", "han-seed4"]
     from docattn.classifier import DocumentClassifier

@@ -24,9 +24,10 @@ def data():
 
 def test_resume_continues_where_it_stopped(data, tmp_path):
     run = tmp_path / "run"
-    DocumentClassifier("han", max_epochs=1, embeddings="random", **TINY).fit_prepared(data, run_dir=run)
+    DocumentClassifier("han", max_epochs=1, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(data, run_dir=run)
     assert (run / "checkpoints" / "last.ckpt").exists()
-    clf = DocumentClassifier("han", max_epochs=3, embeddings="random", **TINY).fit_prepared(data, run_dir=run, resume=True)
+    clf = DocumentClassifier("han", max_epochs=3, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(
+        data, run_dir=run, resume=True)
     rows = list(csv.DictReader(open(run / "metrics.csv")))
     assert [int(r["epoch"]) for r in rows] == [0, 1, 2]  # epoch 0 was not trained again
     assert clf.results["best"]["epoch"] in (0, 1, 2)
@@ -102,5 +103,7 @@ def test_validation_several_times_per_epoch(data):
     history = clf.results["history"]
     assert [row["epoch"] for row in history] == [0, 0, 0, 1, 1, 1]
     assert len({row["step"] for row in history}) == 6
+    few = DocumentClassifier("han", max_epochs=1, batch_size=64, embeddings="random", val_per_epoch=3, **TINY).fit_prepared(data)
+    assert len(few.results["history"]) == 2  # 5 batches an epoch: every 2nd, never more validations than asked
     with pytest.raises(ConfigError, match="val_per_epoch"):
         DocumentClassifier("han", val_per_epoch=0)

@@ -319,7 +319,11 @@ def fit(
     if cfg.val_every_n_steps:
         val_interval = min(cfg.val_every_n_steps, n_train_batches)
     elif cfg.val_per_epoch > 1:
+        # every n // k batches: k validations, the last near the epoch's end; fewer when an epoch
+        # has too few batches for k (Lightning skips the end-of-epoch check once an interval is set)
         val_interval = max(1, n_train_batches // cfg.val_per_epoch)
+        if n_train_batches // val_interval > cfg.val_per_epoch:
+            val_interval = -(-n_train_batches // cfg.val_per_epoch)
     trainer = L.Trainer(
         max_epochs=cfg.max_epochs,
         accelerator=cfg.accelerator,
