@@ -41,13 +41,15 @@ def train_word2vec(
     """(len(vocab), dim) matrix from gensim word2vec (skip-gram off: CBOW, fast) on the training sentences.
 
     Sentences are fed as id strings, so the vectors line up with the vocabulary by id; PAD is 0
-    and words word2vec did not keep get small random vectors.
+    and words word2vec did not keep get small random vectors. ``workers``: gensim threads, by
+    default the cores this process may use, at most 8.
     """
     import os
 
     from gensim.models import Word2Vec
 
-    workers = workers or max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = workers or min(8, cores)
     id_strings = corpus.tokens.astype(np.int64).astype(str)
     sentences = np.split(id_strings, corpus.sentence_offsets[1:-1])
     model = Word2Vec(
