@@ -177,14 +177,9 @@ class BestWeights(Callback):
         self.best_state: dict | None = None
         self.best_metrics: dict = {}
 
-    def on_validation_start(self, trainer, pl_module):
-        self._tv = time.perf_counter()
-
     def on_validation_end(self, trainer, pl_module):
         if trainer.sanity_checking:
             return
-        if hasattr(self, "_val_in_epoch"):
-            self._val_in_epoch += time.perf_counter() - self._tv
         score = float(trainer.callback_metrics[self.monitor])
         better = self.best_score is None or (score < self.best_score if self.mode == "min" else score > self.best_score)
         if better:
@@ -214,7 +209,8 @@ class MetricsLog(Callback):
         self.docs = 0
         self.busy = 0.0
         self.epoch_seconds: list[float] = []  # wall time of each full training epoch, validation excluded
-        self._t0 = time.perf_counter()
+        self._t0 = self._te = self._tv = time.perf_counter()
+        self._val_in_epoch = 0.0
 
     def on_train_epoch_start(self, trainer, pl_module):
         self._te = time.perf_counter()
@@ -241,8 +237,7 @@ class MetricsLog(Callback):
     def on_validation_end(self, trainer, pl_module):
         if trainer.sanity_checking:
             return
-        if hasattr(self, "_val_in_epoch"):
-            self._val_in_epoch += time.perf_counter() - self._tv
+        self._val_in_epoch += time.perf_counter() - self._tv
         m = trainer.callback_metrics
         row = {
             "epoch": trainer.current_epoch,
