@@ -172,6 +172,19 @@ def test_sinusoidal_encoding_any_length():
     assert sinusoidal_encoding(4, 5).shape == (4, 5)  # odd sizes too
 
 
+def test_position_scale_controls_what_word_order_adds():
+    """Without positions the no-attention baseline is a bag of words: shuffling a document changes nothing."""
+    batch = padded_batch((9, 7))
+    perm = torch.tensor([4, 0, 8, 2, 6, 1, 3, 7, 5])
+    shuffled = FlatBatch(batch.tokens[:, perm].clone(), batch.mask, batch.labels, batch.documents)
+    shuffled.tokens[1] = batch.tokens[1]  # the 7-word document keeps its order (its pads are in the permutation)
+    for scale, same in ((0.0, True), (1.0, False), (0.1, False)):
+        model = tiny("sanet-noatt", position_scale=scale)
+        a, b = model(batch).logits[0], model(shuffled).logits[0]
+        assert torch.allclose(a, b, atol=1e-6) == same, scale
+    assert get_spec("sanet").defaults.get("position_scale", 1.0) == 1.0  # the paper's sum, unless asked
+
+
 def test_max_pool_shares_count_the_winning_dimensions():
     from docattn.models.layers import max_pool_shares
 

@@ -71,6 +71,30 @@ def test_sgd_with_separate_embedding_group(data):
     assert other["lr"] == 0.01 and other["momentum"] == 0.9
 
 
+def test_embedding_weight_decay_group(data):
+    """Adam's coupled L2 shrinks rarely-updated word vectors towards 0: the embeddings can opt out."""
+    import torch
+    from docattn.training.config import TrainConfig
+    from docattn.training.engine import ClassifierModule
+    from docattn.models import create_model
+
+    model = create_model("han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8)
+    cfg = TrainConfig(optimizer="adam", lr=0.01, weight_decay=1e-2, embedding_weight_decay=0.0)
+    opt = ClassifierModule(model, cfg).configure_optimizers()
+    emb = next(g for g in opt.param_groups if any(p is model.embedding.weight for p in g["params"]))
+    other = next(g for g in opt.param_groups if g is not emb)
+    assert emb["weight_decay"] == 0.0 and other["weight_decay"] == 1e-2
+    # a word no batch contains keeps its vector exactly (a zero gradient plus L2 would move it)
+    before = model.embedding.weight.detach().clone()
+    model.embedding.weight.grad = torch.zeros_like(model.embedding.weight)
+    for p in other["params"]:
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    assert torch.equal(model.embedding.weight, before)
+    default = ClassifierModule(model, TrainConfig(optimizer="adam", weight_decay=1e-2)).configure_optimizers()
+    assert all(g["weight_decay"] == 1e-2 for g in default.param_groups)
+
+
 def test_bad_training_options():
     with pytest.raises(ConfigError):
         DocumentClassifier("han", schedule="exponential")

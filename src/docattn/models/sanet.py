@@ -60,6 +60,10 @@ class SANetConfig:
     attention: bool = True  # False: the paper's baseline, self-attention replaced by a feed-forward layer
     dropout: float = 0.1  # on the output of every sub-layer (paper: 0.1)
     scaled: bool = False  # divide scores by sqrt(d) as Vaswani et al. do (the paper does not)
+    # multiplies the sinusoidal positions (norm sqrt(E / 2), 7.1 at E 100) before they are added to the
+    # word vectors: GloVe rows are about that long, but word2vec trained on a small corpus gives most
+    # words a norm near 1, so at scale 1 the positions drown the words they are added to
+    position_scale: float = 1.0
 
 
 class SelfAttention(nn.Module):
@@ -141,7 +145,8 @@ class SANet(nn.Module):
     def forward(self, batch: FlatBatch, return_attention: bool = False) -> ModelOutput:
         tokens, mask = batch.tokens, batch.mask  # (B, T)
         x = self.embedding(tokens)  # (B, T, E)
-        x = x + sinusoidal_encoding(tokens.shape[1], x.shape[-1], x.device, x.dtype)  # (B, T, E)
+        pe = sinusoidal_encoding(tokens.shape[1], x.shape[-1], x.device, x.dtype)  # (T, E)
+        x = x + self.config.position_scale * pe  # (B, T, E)
         h = self.projection(x)  # (B, T, d)
         weights = []
         for block in self.blocks:

@@ -18,6 +18,7 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.999)  # Adam/AdamW
     embedding_lr: float | None = None  # separate learning rate for the embedding layer (SANet: 0.001)
     embedding_momentum: float | None = None  # SGD momentum for the embeddings (SANet: 0)
+    embedding_weight_decay: float | None = None  # weight decay on the embeddings (None: weight_decay)
     schedule: str = "none"  # "none", "step", "multistep", "cosine"
     step_size: int = 10  # epochs between decays ("step")
     milestones: list[int] = field(default_factory=list)  # epochs ("multistep", CSPAN: 20, 25)

@@ -146,6 +146,8 @@ class ClassifierModule(L.LightningModule):
                 g["lr"] = cfg.embedding_lr
             if cfg.embedding_momentum is not None and cfg.optimizer == "sgd":
                 g["momentum"] = cfg.embedding_momentum
+            if cfg.embedding_weight_decay is not None:
+                g["weight_decay"] = cfg.embedding_weight_decay
             groups.append(g)
         # one fused kernel per step instead of a dozen passes over every parameter: the dense
         # embedding gradient made the optimizer a fifth of HAN's CPU step time
