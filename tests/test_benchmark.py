@@ -45,3 +45,8 @@ def test_benchmark_two_models_two_seeds(tmp_path, monkeypatch):
     md = (tmp_path / "bench" / "results.md").read_text()
     assert "| han |" in md and "| han-max |" in md
     assert (tmp_path / "bench" / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    about = json.loads((tmp_path / "bench" / "run.json").read_text())  # enough to rerun and compare
+    assert about["models"] == ["han", "han-max"] and about["seeds"] == [3, 4]
+    assert about["finished_models"] == ["han", "han-max"] and about["wall_seconds"] > 0
+    assert about["machine"]["cpu_count"] >= 1 and about["machine"]["torch_threads"] >= 1
+    assert about["command"].startswith("docattn ") and about["options"]["embedding_dim"] == 16

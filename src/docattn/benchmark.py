@@ -180,6 +180,28 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> Path | None:
     return path
 
 
+def run_record(models: list[str], seeds: list[int], options: dict, per_model: dict | None) -> dict:
+    """What a results folder needs to be rerun and compared: the command, the date, the machine."""
+    import platform
+    import shlex
+    import sys
+
+    import torch
+
+    machine = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
+               "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+               "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    try:
+        with open("/proc/cpuinfo") as f:
+            machine["cpu"] = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    if hasattr(os, "getloadavg"):
+        machine["load_average_at_start"] = os.getloadavg()
+    return {"command": shlex.join(["docattn", *sys.argv[1:]]), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "machine": machine, "models": models, "seeds": seeds, "options": options, "per_model": per_model or {}}
+
+
 def run_benchmark(models: list[str], data: PreparedData, seeds: list[int], out: Path, options: dict, title: str,
                   per_model: dict | None = None, log=print, runs: Path | None = None) -> list[dict]:
     """Train every model with every seed; rows are written after each model, so a crash keeps them.
@@ -189,6 +211,7 @@ def run_benchmark(models: list[str], data: PreparedData, seeds: list[int], out: 
     """
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
+    started, about = time.perf_counter(), run_record(models, seeds, options, per_model)
     for model in models:
         trials = []
         for seed in seeds:
@@ -199,5 +222,7 @@ def run_benchmark(models: list[str], data: PreparedData, seeds: list[int], out: 
         rows.append(summarize(model, trials))
         write_json_atomic(out / "results.json", rows)
         (out / "results.md").write_text(markdown_table(rows, title), encoding="utf-8")
+        write_json_atomic(out / "run.json", {**about, "wall_seconds": time.perf_counter() - started,
+                                             "finished_models": [r["model"] for r in rows]})
     plot_curves(rows, out / "curves.png", title)
     return rows
