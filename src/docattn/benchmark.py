@@ -180,26 +180,33 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> Path | None:
     return path
 
 
-def run_record(models: list[str], seeds: list[int], options: dict, per_model: dict | None) -> dict:
-    """What a results folder needs to be rerun and compared: the command, the date, the machine."""
+def machine_info() -> dict:
+    """The machine a result came from: platform, CPU, cores, torch and its threads, the GPU if any, load."""
     import platform
-    import shlex
-    import sys
 
     import torch
 
-    machine = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
-               "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-               "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    info = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
     try:
         with open("/proc/cpuinfo") as f:
-            machine["cpu"] = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+            info["cpu"] = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
     if hasattr(os, "getloadavg"):
-        machine["load_average_at_start"] = os.getloadavg()
+        info["load_average_at_start"] = os.getloadavg()
+    return info
+
+
+def run_record(models: list[str], seeds: list[int], options: dict, per_model: dict | None) -> dict:
+    """What a results folder needs to be rerun and compared: the command, the date, the machine."""
+    import shlex
+    import sys
+
     return {"command": shlex.join(["docattn", *sys.argv[1:]]), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "machine": machine, "models": models, "seeds": seeds, "options": options, "per_model": per_model or {}}
+            "machine": machine_info(), "models": models, "seeds": seeds, "options": options,
+            "per_model": per_model or {}}
 
 
 def run_benchmark(models: list[str], data: PreparedData, seeds: list[int], out: Path, options: dict, title: str,
