@@ -131,3 +131,14 @@ def test_validation_several_times_per_epoch(data):
     assert len(few.results["history"]) == 2  # 5 batches an epoch: every 2nd, never more validations than asked
     with pytest.raises(ConfigError, match="val_per_epoch"):
         DocumentClassifier("han", val_per_epoch=0)
+
+
+def test_progress_lines_without_a_terminal(data, capsys):
+    """Where no live bar can be seen (a log file), each validation still reports itself as a line."""
+    opts = {**TINY, "progress": True}
+    DocumentClassifier("han", max_epochs=2, embeddings="random", val_per_epoch=1, **opts).fit_prepared(data)
+    lines = [l for l in capsys.readouterr().err.splitlines() if "val_acc" in l]  # pytest's stderr is no terminal
+    assert len(lines) == 2 and lines[0].strip().startswith("epoch 0") and "docs/s" in lines[0]
+    opts["progress"] = False
+    DocumentClassifier("han", max_epochs=1, embeddings="random", **opts).fit_prepared(data)
+    assert "val_acc" not in capsys.readouterr().err  # progress off: silent

@@ -74,7 +74,8 @@ def run_one(model: str, data: PreparedData, seed: int, options: dict, run_dir: P
 
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
-    clf = DocumentClassifier(model, seed=seed, progress=False, **options)
+    # a line per validation on stderr, so a long benchmark shows where it is even in a log file
+    clf = DocumentClassifier(model, seed=seed, progress=False, progress_lines=True, **options)
     t0 = time.perf_counter()
     with RssPeak() as rss:
         clf.fit_prepared(data, run_dir=run_dir)
@@ -223,6 +224,7 @@ def run_benchmark(models: list[str], data: PreparedData, seeds: list[int], out: 
         trials = []
         for seed in seeds:
             opts = {**options, **(per_model or {}).get(model, {})}
+            log(f"{model} seed {seed}: training")
             trial = run_one(model, data, seed, opts, runs / f"{model}-seed{seed}" if runs else None)
             trials.append(trial)
             log(f"{model} seed {seed}: test accuracy {trial['test_accuracy']}, {trial['train_seconds']:.1f} s")

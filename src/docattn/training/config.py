@@ -38,7 +38,8 @@ class TrainConfig:
     freeze_embeddings: bool = False
     word2vec_epochs: int = 5
     max_time: float | None = None  # seconds; training stops at the budget and keeps the best model
-    progress: bool = True
+    progress: bool = True  # a live progress bar on a terminal; a line per validation elsewhere (logs, nohup, CI)
+    progress_lines: bool = False  # a line per validation on stderr even without the bar (benchmark trials)
 
     def __post_init__(self):
         if self.optimizer not in ("sgd", "adam", "adamw"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -205,8 +206,9 @@ class MetricsLog(Callback):
 
     COLUMNS = ["epoch", "step", "train_loss", "val_loss", "val_acc", "val_macro_f1", "train_docs_per_s", "elapsed_s", "lr"]
 
-    def __init__(self, path: Path | None):
+    def __init__(self, path: Path | None, echo: bool = False):
         self.path = path
+        self.echo = echo  # also print each row as one line on stderr (where no progress bar can be seen)
         self.rows: list[dict] = []
         self.docs = 0
         self.busy = 0.0
@@ -253,6 +255,10 @@ class MetricsLog(Callback):
             "lr": trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else float("nan"),
         }
         self.rows.append(row)
+        if self.echo and trainer.is_global_zero:
+            print(f"  epoch {row['epoch']} step {row['step']}: val_acc {row['val_acc']:.4f} val_loss {row['val_loss']:.4f} "
+                  f"train_loss {row['train_loss']:.4f}, {row['train_docs_per_s']:.0f} docs/s, {row['elapsed_s']:.0f} s",
+                  file=sys.stderr, flush=True)
         if self.path is not None and trainer.is_global_zero:
             new = not self.path.exists()
             with open(self.path, "a", newline="") as f:
@@ -300,14 +306,16 @@ def fit(
     module = ClassifierModule(model, cfg)
     data = DocumentData(train, valid, model.layout, limits, cfg)
     best = BestWeights(cfg.monitor, on_best)
-    log = MetricsLog(run_dir / "metrics.csv" if run_dir is not None else None)
+    # a live bar needs a terminal: redirected to a file it would print nothing until the end
+    bar = cfg.progress and sys.stderr.isatty()
+    log = MetricsLog(run_dir / "metrics.csv" if run_dir is not None else None, echo=cfg.progress_lines or (cfg.progress and not bar))
     callbacks: list[Callback] = [best, log]
     if cfg.patience:
         callbacks.append(EarlyStopping(cfg.monitor, patience=cfg.patience, mode=best.mode))
     ckpt_dir = run_dir / "checkpoints" if run_dir is not None else None
     if ckpt_dir is not None:
         callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", save_top_k=0, save_last=True, enable_version_counter=False))
-    if cfg.progress:
+    if bar:
         from lightning.pytorch.callbacks import RichProgressBar
 
         callbacks.append(RichProgressBar(leave=True))
@@ -334,7 +342,7 @@ def fit(
         logger=False,
         callbacks=callbacks,
         enable_checkpointing=ckpt_dir is not None,
-        enable_progress_bar=cfg.progress,
+        enable_progress_bar=bar,
         enable_model_summary=False,
         num_sanity_val_steps=0,
         use_distributed_sampler=False,
