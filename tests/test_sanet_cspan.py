@@ -260,3 +260,23 @@ def test_learns_the_synthetic_task(name, hp, steps, lr, synthetic_data):
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     acc = train_briefly(model, train, test, steps, opt)
     assert acc > 0.4, f"{name}: test accuracy {acc:.2f} after {steps} steps"
+
+
+def test_cspan_semantic_scale_sharpens_attention_over_small_word_vectors():
+    """word2vec-sized vectors (norm ~1) attend almost uniformly at the paper's 1/sqrt(d); the scale sharpens."""
+    batch = padded_batch()
+    real = batch.mask[0]
+
+    def self_weight(scale):
+        model = tiny("cspan", semantic_scale=scale)
+        with torch.no_grad():  # unit-norm word vectors, as word2vec on a small corpus gives
+            w = model.embedding.weight
+            w.copy_(w / w.norm(dim=-1, keepdim=True))
+        att = model(batch, return_attention=True).attentions["semantic_self"][0][real][:, real]  # (n, n)
+        return att.diagonal().mean().item(), att.shape[0]
+
+    paper, n = self_weight(1.0)
+    assert paper < 2.0 / n  # near uniform: a word keeps barely more than 1/n of itself
+    assert self_weight(16.0)[0] > 0.5  # sharpened: each word mostly keeps itself
+    with pytest.raises(ValueError):
+        tiny("cspan", semantic_scale=0.0)
