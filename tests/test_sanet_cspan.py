@@ -263,7 +263,7 @@ def test_learns_the_synthetic_task(name, hp, steps, lr, synthetic_data):
 
 
 def test_cspan_semantic_scale_sharpens_attention_over_small_word_vectors():
-    """word2vec-sized vectors (norm ~1) attend almost uniformly at the paper's 1/sqrt(d); the scale sharpens."""
+    """Unit-norm vectors (word2vec's scale) at d 16 attend almost uniformly at 1/sqrt(d); the scale sharpens."""
     batch = padded_batch()
     real = batch.mask[0]
 
