@@ -50,3 +50,39 @@ def test_benchmark_two_models_two_seeds(tmp_path, monkeypatch):
     assert about["finished_models"] == ["han", "han-max"] and about["wall_seconds"] > 0
     assert about["machine"]["cpu_count"] >= 1 and about["machine"]["torch_threads"] >= 1
     assert about["command"].split()[0] == "docattn" and about["options"]["embedding_dim"] == 16  # argv: the runner's here
+
+
+def _trial(seed: int, acc: float) -> dict:
+    return {"seed": seed, "test_accuracy": acc, "test_macro_f1": acc, "valid_accuracy": acc, "train_seconds": 10.0,
+            "train_ms_per_document": 1.0, "train_docs_per_s": 1000.0, "inference_docs_per_s": 2000.0, "parameters": 7,
+            "peak_memory_mb": 100.0, "peak_memory_kind": "process_rss_peak", "device": "cpu", "stopped_on_budget": False,
+            "history": [{"epoch": 0, "step": 1, "val_acc": acc, "elapsed_s": 10.0}]}
+
+
+def test_merge_seeds_run_in_parallel(tmp_path):
+    """Seeds run as separate processes merge into the summary one `--seeds 3` run would write."""
+    import runpy
+    from pathlib import Path
+
+    from docattn.benchmark import summarize
+
+    merge = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "merge_seeds.py"))["merge"]
+    folders = []
+    for seeds in ([0], [2, 1]):
+        folder = tmp_path / f"part{seeds[0]}"
+        folder.mkdir()
+        trials = [_trial(s, 0.8 + s / 100) for s in seeds]
+        (folder / "results.json").write_text(json.dumps([summarize("han", trials)]))
+        (folder / "results.md").write_text("### imdb\n")
+        (folder / "run.json").write_text(json.dumps({"command": f"docattn benchmark --first-seed {seeds[0]}"}))
+        folders.append(folder)
+    rows = merge(tmp_path / "merged", folders)
+    assert rows[0]["seeds"] == [0, 1, 2]
+    assert abs(rows[0]["test_accuracy"]["mean"] - 0.81) < 1e-12 and abs(rows[0]["test_accuracy"]["std"] - (2 / 3) ** 0.5 / 100) < 1e-12  # population std, as benchmark
+    about = json.loads((tmp_path / "merged" / "run.json").read_text())
+    assert about["commands"] == ["docattn benchmark --first-seed 0", "docattn benchmark --first-seed 2"]
+    assert "| han |" in (tmp_path / "merged" / "results.md").read_text()
+    import pytest
+
+    with pytest.raises(SystemExit):  # the same seed twice is a mistake, not more evidence
+        merge(tmp_path / "again", [folders[0], folders[0]])
