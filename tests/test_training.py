@@ -142,3 +142,14 @@ def test_progress_lines_without_a_terminal(data, capsys):
     opts["progress"] = False
     DocumentClassifier("han", max_epochs=1, embeddings="random", **opts).fit_prepared(data)
     assert "val_acc" not in capsys.readouterr().err  # progress off: silent
+
+
+def test_mixed_precision_with_clipping_trains():
+    """bf16-mixed plus gradient clipping: the optimizer is not fused (Lightning refuses to clip one that
+    unscales itself) and the CPU GRU recurrence runs in float32 under autocast."""
+    sp = synthetic.make_splits(n_train=200, n_test=20, seed=6)
+    clf = DocumentClassifier("han", max_epochs=1, embeddings="random", device="cpu", precision="bf16-mixed",
+                             grad_clip=1.0, **TINY).fit(sp["train"].sentences, sp["train"].labels)
+    proba = clf.predict_proba(sp["test"].texts)
+    assert clf.results["device"] == "cpu" and np.isfinite(proba).all()
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)

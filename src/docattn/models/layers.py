@@ -281,13 +281,16 @@ class PaddedBiRNN(nn.Module):
         if T == 0:
             return gates.new_zeros(N, 0, self.output_size)
         table = gates if rows is not None else gates.reshape(N * T, -1)
+        if table.dtype in (torch.bfloat16, torch.float16):  # CPU autocast: the recurrence stays float32
+            table = table.float()
         w_hh = torch.stack([self.fwd.weight_hh_l0, self.bwd.weight_hh_l0])
         b_hh = torch.stack([self.fwd.bias_hh_l0, self.bwd.bias_hh_l0])
         ix = _BiGRUIndex(mask.sum(1), N, T, rows)
-        if torch.is_grad_enabled() and (table.requires_grad or w_hh.requires_grad):
-            out = _BiGRUFunction.apply(table, ix, w_hh, b_hh)
-        else:
-            out = _bigru_forward(table, ix, w_hh, b_hh, keep=False)[0]
+        with torch.autocast(table.device.type, enabled=False):
+            if torch.is_grad_enabled() and (table.requires_grad or w_hh.requires_grad):
+                out = _BiGRUFunction.apply(table, ix, w_hh, b_hh)
+            else:
+                out = _bigru_forward(table, ix, w_hh, b_hh, keep=False)[0]
         return out * mask.unsqueeze(-1).to(out.dtype)
 
 

@@ -151,8 +151,11 @@ class ClassifierModule(L.LightningModule):
                 g["weight_decay"] = cfg.embedding_weight_decay
             groups.append(g)
         # one fused kernel per step instead of a dozen passes over every parameter: the dense
-        # embedding gradient made the optimizer a fifth of HAN's CPU step time
-        fused = all(p.device.type in ("cpu", "cuda") for p in emb + rest)
+        # embedding gradient made the optimizer a fifth of HAN's CPU step time. Not under mixed
+        # precision with clipping: Lightning refuses to clip for an optimizer that unscales itself,
+        # so the (multi-tensor) foreach path runs there.
+        fused = all(p.device.type in ("cpu", "cuda") for p in emb + rest) and not (
+            cfg.grad_clip and "mixed" in resolve_precision(cfg))
         if cfg.optimizer == "sgd":
             opt = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=fused)
         elif cfg.optimizer == "adam":
@@ -277,6 +280,7 @@ class FitResult:
     stopped_on_budget: bool
     epoch_seconds: list[float] = field(default_factory=list)
     is_global_zero: bool = True
+    device: str = "cpu"  # where it trained, e.g. "cuda:0" (Lightning hands the model back on the CPU)
     extra: dict = field(default_factory=dict)
 
 
@@ -364,4 +368,5 @@ def fit(
         epoch_seconds=log.epoch_seconds,
         stopped_on_budget=bool(cfg.max_time) and seconds >= cfg.max_time,
         is_global_zero=trainer.is_global_zero,
+        device=str(trainer.strategy.root_device),
     )
