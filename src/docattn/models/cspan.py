@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from docattn.data.batching import FlatBatch
 from docattn.models import register_model
-from docattn.models.layers import PaddedBiLSTM, masked_mean, masked_softmax, sinusoidal_encoding
+from docattn.models.layers import PaddedBiLSTM, attend, masked_mean, masked_softmax, sinusoidal_encoding
 from docattn.models.output import ModelOutput
 
 CSPAN_PAPER = "Jiang et al., Cascaded Semantic and Positional Self-Attention Network for Document Classification"
@@ -130,7 +130,7 @@ class ProjectionFreeSelfAttention(nn.Module):
         if not need_weights and self.relative_clip is None:
             # an empty document attends over its pads instead of nothing (no NaN); rows are zeroed below
             keys = (mask | ~mask.any(-1, keepdim=True)).unsqueeze(1)  # (B, 1, T)
-            z = F.scaled_dot_product_attention(x, x, x, attn_mask=keys, scale=self.scale)  # (B, T, d)
+            z = attend(x, x, x, attn_mask=keys, scale=self.scale)  # (B, T, d)
             return self.norm(z) * real, None
         scores = x @ x.transpose(1, 2)  # (B, T, T)
         if self.relative_clip is not None:
@@ -163,7 +163,7 @@ class MultiQueryAttention(nn.Module):
         if not need_weights:
             keys = (mask | ~has_any).unsqueeze(1)  # (B, 1, T)
             q = self.queries.unsqueeze(0).expand(B, -1, -1)  # (B, m, d)
-            pooled = F.scaled_dot_product_attention(q, u, f, attn_mask=keys, scale=1.0)  # (B, m, d)   eq. 11-12
+            pooled = attend(q, u, f, attn_mask=keys, scale=1.0)  # (B, m, d)   eq. 11-12
             w = None
         else:
             scores = torch.einsum("btd,md->bmt", u, self.queries)  # (B, m, T)

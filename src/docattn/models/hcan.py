@@ -60,7 +60,7 @@ import torch.nn.functional as F
 from docattn.data.batching import FlatBatch, HierarchicalBatch
 from docattn.errors import ConfigError
 from docattn.models import register_model
-from docattn.models.layers import masked_max, masked_softmax, max_pool_shares
+from docattn.models.layers import attend, masked_max, masked_softmax, max_pool_shares
 from docattn.models.output import ModelOutput
 
 HCAN_PAPER = "Gao et al. 2018, Hierarchical Convolutional Attention Networks for Text Classification"
@@ -140,7 +140,7 @@ class ConvSelfAttention(nn.Module):
         mask = keys[:, None, None, :]  # (N, 1, 1, T)
         p = self.dropout if self.training else 0.0
         if not need_weights:  # fast path: fused kernel, no (T, T) matrix kept for explanations
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (N, h, T, dh)
+            out = attend(q, k, v, attn_mask=mask, dropout_p=p)  # (N, h, T, dh)
             weights = None
         else:  # reference path, eq. 1: softmax(Q K^T / sqrt(dh)) V
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (N, h, T, T)

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from docattn.data.batching import FlatBatch
 from docattn.models import register_model
-from docattn.models.layers import masked_max, masked_softmax, max_pool_shares, sinusoidal_encoding
+from docattn.models.layers import attend, masked_max, masked_softmax, max_pool_shares, sinusoidal_encoding
 from docattn.models.output import ModelOutput
 
 SANET_PAPER = "Letarte et al. 2018, Self-Attention Network (SANet)"
@@ -82,7 +82,7 @@ class SelfAttention(nn.Module):
         if not need_weights:
             # an empty document attends over its pads instead of nothing (no NaN); rows are zeroed later
             keys = (mask | ~mask.any(-1, keepdim=True)).unsqueeze(1)  # (B, 1, T)
-            out = F.scaled_dot_product_attention(q, x, v, attn_mask=keys, scale=self.scale)  # (B, T, d)
+            out = attend(q, x, v, attn_mask=keys, scale=self.scale)  # (B, T, d)
             return out, None
         scores = (q @ x.transpose(1, 2)) * self.scale  # (B, T, T)
         w = masked_softmax(scores, mask.unsqueeze(1).expand_as(scores))  # (B, T, T), 0 on padded keys
