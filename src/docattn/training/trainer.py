@@ -104,7 +104,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
             history=res.history,  # one row per validation: what the benchmark's curves plot
         )
         results["is_global_zero"] = res.is_global_zero
-        results["device"] = str(next(model.parameters()).device)  # where it trained, e.g. "cuda:0"
+        results["device"] = res.device  # where it trained, e.g. "cuda:0"
     if "test" in data.splits and (data.splits["test"].labels >= 0).all():
         results["test"] = _brief(evaluate_encoded(clf, data.splits["test"]))  # on the training device
     if not hasattr(model, "fit_encoded"):
