@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # GPU runs on a lent machine (the `device` tool): bash benchmarks/gpu_session.sh STAGE [STAGE...]
-# Written for a session with a GPU; not yet run on one (no GPU has been lent to this project so far).
+# First used on 2026-11-23 (results/gpu_h100_20261123/README.md). A session has 30 minutes of device
+# time, one call runs at most 10, and an idle machine goes back after 30 s (a fresh start costs a
+# minute or more), so plan calls of 8-9 minutes each. Order them: steps, hanfam, selfatt, news.
 #
 # The machine is bare and offline, and only the repository travels, so the caller carries
 #   .gpu/whl/       wheels the image lacks: gensim, smart_open, entmax, captum
@@ -30,7 +32,7 @@ bench() {  # bench NAME ARGS...: one `docattn benchmark` into results/NAME, log 
     da benchmark --out "$R/$name" "$@" > "$LOGS/$name.log" 2>&1
     echo "$name: exit $? $(tail -c 300 "$LOGS/$name.log" | tr '\n' ' ' | tail -c 200)"
 }
-pack() { tar czf "$OUT/gpu_results.tgz" $R/gpu_* $R/speed_*_gpu.json "$LOGS" 2>/dev/null; }
+pack() { tar czf "$OUT/gpu_results.tgz" $R/gpu_* $R/speed_*_gpu.json $R/step_times_gpu.json "$LOGS" 2>/dev/null; }
 trap pack EXIT
 
 for stage in "$@"; do
@@ -41,7 +43,7 @@ for stage in "$@"; do
         python3 -c "import torch, lightning; print(torch.__version__, lightning.__version__, torch.cuda.get_device_name(0))"
         ;;
     tests)  # the CUDA tests, then the whole suite with the GPU visible
-        python3 -m pytest -q -n 12 -p no:cacheprovider tests 2>&1 | tee "$LOGS/test_all.log" | tail -25
+        timeout 250 python3 -m pytest -q -n 12 -p no:cacheprovider --tb=short -rfE -W ignore tests 2>&1 | tee "$LOGS/test_all.log" | tail -25
         ;;
     prepare)  # encode IMDB and 20news once, so parallel jobs find them cached
         python3 -c "
@@ -52,26 +54,42 @@ for path, vf in (('$IMDB', 0.3), ('$NEWS', 0.1)):
 "
         ;;
     speed)  # HAN epoch time and inference on the GPU (issue 3: one IMDB epoch <= 3 s)
-        python3 benchmarks/han_speed.py --data $IMDB --epochs 3 --infer-batch-size 1024 > "$LOGS/han_speed.log" 2>&1
+        timeout 170 python3 benchmarks/han_speed.py --data $IMDB --epochs 3 --infer-batch-size 1024 > "$LOGS/han_speed.log" 2>&1
         grep -E "^(truncated|untruncated)" "$LOGS/han_speed.log"
         ;;
-    probe)  # one epoch of every model at the paper's sizes, alone on the GPU: training and inference docs/s
-        bench gpu_imdb_probe --data $IMDB --seeds 1 --max-epochs 1 \
-            --max-time 20 --models han,hcan,can-two-target,sanet,sanet-noatt,sanet-big,cspan,cspan-big,kim-cnn,bilstm
+    probe)  # one short epoch of each family at the paper's sizes, alone on the GPU: training and inference docs/s
+        bench gpu_imdb_probe --data $IMDB --seeds 1 --max-epochs 1 --max-time 20 --set embeddings=random \
+            --models han,hcan,can-two-target,sanet,sanet-big,cspan
         ;;
-    imdb)  # paper sizes, 3 seeds, four jobs sharing the GPU (training budgets in seconds per trial)
-        OMP_NUM_THREADS=4 bench gpu_imdb_hcan --data $IMDB --seeds 3 --models hcan --max-time 120 &
-        OMP_NUM_THREADS=4 bench gpu_imdb_sanet --data $IMDB --seeds 3 --models sanet,sanet-noatt --max-time 60 &
-        OMP_NUM_THREADS=4 bench gpu_imdb_cspan --data $IMDB --seeds 3 --models cspan --max-time 130 &
-        OMP_NUM_THREADS=4 bench gpu_imdb_sanet_big --data $IMDB --seeds 3 --models sanet-big,sanet-big-noatt --max-time 55 &
+    steps)  # training-step and inference times of each family on the same batches, alone (HCAN's 2x claim)
+        timeout 200 python3 benchmarks/step_times.py --data $IMDB han hcan can-two-target sanet sanet-big cspan \
+            > "$LOGS/step_times.log" 2>&1
+        grep "^{'model'" "$LOGS/step_times.log"
+        ;;
+    hanfam)  # the HAN family at the paper's sizes and its own recipe: han on 3 seeds, hpan and hsan on one
+        OMP_NUM_THREADS=4 bench gpu_imdb_han --data $IMDB --seeds 3 --models han &
+        OMP_NUM_THREADS=4 bench gpu_imdb_hpan_hsan --data $IMDB --seeds 1 --models hpan,hsan &
         wait
         ;;
-    news)  # 20 Newsgroups at paper sizes, and CSPAN's ablations and HAN on IMDB, four jobs sharing the GPU
-        OMP_NUM_THREADS=4 bench gpu_20news_han_hcan --data $NEWS --valid-fraction 0.1 --seeds 3 --models han,hcan --max-time 70 &
-        OMP_NUM_THREADS=4 bench gpu_20news_sanet_cspan --data $NEWS --valid-fraction 0.1 --seeds 3 --models sanet,sanet-noatt,cspan --max-time 45 &
-        OMP_NUM_THREADS=4 bench gpu_imdb_cspan_ablations --data $IMDB --seeds 1 --max-time 60 \
-            --models cspan-bilstm,cspan-bilstm-selfatt,cspan-bilstm-selfatt-residual,cspan-fusion-a,cspan-fusion-b,cspan-fusion-c,cspan-fusion-d &
-        OMP_NUM_THREADS=4 bench gpu_imdb_han --data $IMDB --seeds 3 --models han,hpan,hsan --max-epochs 4 --max-time 90 &
+    selfatt)  # HCAN, SANet, CSPAN at the paper's sizes on IMDB, 3 seeds, four jobs sharing the GPU
+        C="--set optimizer=adam --set batch_size=64 --set schedule=cosine --set val_per_epoch=2"
+        OMP_NUM_THREADS=4 bench gpu_imdb_hcan --data $IMDB --seeds 3 --models hcan $C --set lr=0.001 --max-epochs 4 --max-time 110 &
+        OMP_NUM_THREADS=4 bench gpu_imdb_sanet --data $IMDB --seeds 3 --models sanet,sanet-noatt $C --set lr=0.002 \
+            --set scaled=true --set position_scale=0.1 --set embedding_lr=0.00025 --set embedding_dim=200 --max-epochs 3 --max-time 60 &
+        OMP_NUM_THREADS=4 bench gpu_imdb_sanet_big --data $IMDB --seeds 3 --models sanet-big $C --set lr=0.001 \
+            --set scaled=true --set position_scale=0.1 --set embedding_lr=0.00025 --max-epochs 3 --max-time 100 &
+        OMP_NUM_THREADS=4 bench gpu_imdb_cspan --data $IMDB --seeds 3 --models cspan,cspan-fusion-d $C --set lr=0.001 \
+            --set dropout=0.5 --max-epochs 4 --max-time 60 &
+        wait
+        ;;
+    news)  # 20 Newsgroups: HAN and HCAN at the paper's sizes, SANet and its baseline, three jobs sharing the GPU
+        OMP_NUM_THREADS=4 bench gpu_20news_han --data $NEWS --valid-fraction 0.1 --seeds 3 --models han --max-epochs 6 \
+            --set val_per_epoch=2 --set embedding_lr=0.002 &
+        OMP_NUM_THREADS=4 bench gpu_20news_hcan --data $NEWS --valid-fraction 0.1 --seeds 3 --models hcan \
+            --set schedule=cosine --set val_per_epoch=2 --max-epochs 6 --max-time 150 &
+        OMP_NUM_THREADS=4 bench gpu_20news_sanet --data $NEWS --valid-fraction 0.1 --seeds 3 --models sanet,sanet-noatt \
+            --set optimizer=adam --set lr=0.002 --set schedule=cosine --set scaled=true --set position_scale=0.1 \
+            --set embedding_lr=0.00025 --set embedding_dim=200 --max-epochs 6 --max-time 60 &
         wait
         ;;
     *)
