@@ -102,3 +102,22 @@ def test_attend_on_cuda_matches_the_explicit_softmax_for_shapes_it_never_saw():
         ref = torch.softmax((q @ k.transpose(-2, -1) / 4).masked_fill(~mask, float("-inf")), -1) @ v
         out = attend(*(x.cuda().bfloat16() for x in (q, k, v)), attn_mask=mask.cuda())
         torch.testing.assert_close(out.float().cpu(), ref, atol=3e-2, rtol=3e-2)
+
+
+def test_test_split_is_scored_on_the_gpu_then_the_model_returns_to_the_cpu(monkeypatch):
+    """Lightning hands the model back on the CPU; the test split is still scored where it trained."""
+    from docattn import DocumentClassifier
+    from docattn.data import synthetic
+    from docattn.data.prepare import DataSettings, prepare
+    from docattn.training import trainer
+
+    sp = synthetic.make_splits(n_train=200, n_test=50, seed=4)
+    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+    seen = []
+    real = trainer.evaluate_encoded
+    monkeypatch.setattr(trainer, "evaluate_encoded",
+                        lambda clf, enc: seen.append(next(clf.model.parameters()).device.type) or real(clf, enc))
+    clf = DocumentClassifier("han", max_epochs=1, device="gpu", embeddings="random", progress=False,
+                             embedding_dim=16, hidden_size=8, context_dim=8).fit_prepared(data)
+    assert seen[-1] == "cuda" and clf.results["test"]["documents"] == 50
+    assert next(clf.model.parameters()).device.type == "cpu"
