@@ -62,7 +62,7 @@ for path, vf in (('$IMDB', 0.3), ('$NEWS', 0.1)):
             --models han,hcan,can-two-target,sanet,sanet-big,cspan
         ;;
     steps)  # training-step and inference times of each family on the same batches, alone (HCAN's 2x claim)
-        timeout 200 python3 benchmarks/step_times.py --data $IMDB han hcan can-two-target sanet sanet-big cspan \
+        timeout 240 python3 benchmarks/step_times.py --data $IMDB han han,length_groups=1 han,length_groups=2 hcan hcan,dropout=0.0 can-two-target sanet sanet-big cspan \
             > "$LOGS/step_times.log" 2>&1
         grep "^{'model'" "$LOGS/step_times.log"
         ;;
