@@ -89,7 +89,6 @@ def test_fit_on_gpu_then_load_and_predict_on_cpu(tmp_path):
     np.testing.assert_allclose(on_cpu.predict_proba(te.texts), clf.predict_proba(te.texts), atol=1e-3)
 
 
-
 def test_attend_on_cuda_matches_the_explicit_softmax_for_shapes_it_never_saw():
     """The SDPA wrapper (cuDNN's kernel excluded) on ever-changing shapes, with masks and bf16."""
     from docattn.models.layers import attend
