@@ -18,6 +18,24 @@ def test_sentence_split_handles_abbreviations():
     assert sents[0].startswith("Dr. Smith") and len(sents) == 3
 
 
+
+def test_a_blank_line_ends_a_sentence_and_a_single_line_break_does_not():
+    text = "From: a@b.org\nSubject: hello\n\nThe post wraps\nat the margin. Second one.\n \t\n\nSignature here"
+    assert split_sentences(text) == ["From: a@b.org Subject: hello", "The post wraps at the margin.", "Second one.",
+                                     "Signature here"]
+    assert split_sentences(text, paragraphs=False)[0].endswith("hello  The post wraps at the margin.")  # blingfire alone
+    cfg = TextConfig()
+    joined = documents_to_strings([text], None, cfg)[0]
+    assert joined.count("\x1e") == 3
+    legacy = documents_to_strings([text], None, TextConfig(paragraphs=False))[0]
+    assert legacy.count("\x1e") == 2
+
+
+def test_text_settings_saved_before_paragraphs_existed_keep_their_splitting():
+    old = {"lowercase": True, "hcan_clean": False, "split_sentences": True, "unicode_normalize": True}
+    assert TextConfig.from_json(old).paragraphs is False
+    assert TextConfig.from_json(TextConfig().to_json()) == TextConfig()
+
 def test_presplit_sentences_are_respected():
     cfg = TextConfig()
     s = documents_to_strings(["ignored"], [["One. Two.", "Three"]], cfg)[0]
