@@ -1,6 +1,6 @@
 """HAN training and inference speed on IMDB (17.5k train / 7.5k validation / 25k test).
 
-    python benchmarks/han_speed.py [--model han] [--epochs 1] [--threads N] [--batch-size 64] [--data PATH]
+    python benchmarks/han_speed.py [--model han] [--epochs 1] [--threads N] [--batch-size 64] [--data PATH] [--set K=V ...]
 Measures, at the paper's sizes (embedding 200, GRU 50, context 100), batch 64:
 training documents/s with documents truncated to 15 sentences x 20 words (the public tutorial
 implementation's setting), the time of one epoch over untruncated documents, inference
@@ -12,6 +12,7 @@ bf16-mixed), one IMDB epoch in <= 3 s. Writes results/speed_MODEL_imdb_{cpu,gpu}
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--infer-batch-size", type=int, default=256)
+    ap.add_argument("--set", action="append", default=[], metavar="K=V", help="a model hyper-parameter, e.g. packed_rnn=true")
     args = ap.parse_args()
+    hparams = {k: json.loads(v) if v[:1] in "0123456789-[{tfn" else v for k, v in (kv.split("=", 1) for kv in args.set)}
     import torch
 
     if args.threads:
@@ -45,7 +48,7 @@ def main() -> None:
     rows = {}
     for name, limits in (("truncated_15x20", {"max_sentences": 15, "max_words": 20}), ("untruncated", {})):
         clf = DocumentClassifier(args.model, max_epochs=args.epochs, batch_size=args.batch_size, embeddings="random",
-                                 progress=False, **limits)
+                                 progress=False, **limits, **hparams)
         clf.fit_prepared(data)
         test = data.splits["test"]
         clf.model.to("cuda" if torch.cuda.is_available() else "cpu")
@@ -67,8 +70,9 @@ def main() -> None:
         }
         print(name, rows[name], flush=True)
     where = "gpu" if torch.cuda.is_available() else "cpu"
-    write_result(f"speed_{args.model}_imdb_{where}", {
-        "model": args.model, "batch_size": args.batch_size, "inference_batch_size": args.infer_batch_size, "word2vec_200d_5_epochs_s": round(w2v_s, 1), **rows,
+    suffix = "".join(f"_{k}" for k in hparams)  # a variant never overwrites the default's file
+    write_result(f"speed_{args.model}{suffix}_imdb_{where}", {
+        "model": args.model, "hparams": hparams, "batch_size": args.batch_size, "inference_batch_size": args.infer_batch_size, "word2vec_200d_5_epochs_s": round(w2v_s, 1), **rows,
         "targets": {"truncated_train_docs_per_s": 700, "untruncated_epoch_s": 40, "inference_docs_per_s": 3000},
         "reference_tutorial_han": {"train_docs_per_s": 350, "inference_docs_per_s": 1350, "epoch_s": 50},
     })

@@ -171,6 +171,11 @@ def test_padded_birnn_matches_packed(kind):
     out, _ = ref(packed)
     out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=6)
     torch.testing.assert_close(ours_rnn(x, mask), out, atol=1e-6, rtol=1e-5)
+    ours_rnn.packed = True  # our own packed path: the same numbers, an empty row gives zeros
+    torch.testing.assert_close(ours_rnn(x, mask), out, atol=1e-6, rtol=1e-5)
+    empty = mask.clone()
+    empty[1] = False
+    assert torch.all(ours_rnn(x, empty)[1] == 0) and torch.isfinite(ours_rnn(x, empty)).all()
 
 
 def test_fused_bigru_gradients_match_pytorch_gru():
@@ -249,6 +254,26 @@ def test_han_distinct_word_projection_matches_per_position():
         out.pow(2).sum().backward()
         results.append((out.detach(), [p.grad.clone() for p in han.parameters() if p.grad is not None]))
     torch.testing.assert_close(results[0][0], results[1][0])
+    for a, b in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(a, b)
+
+
+def test_han_packed_rnn_matches_length_groups():
+    """``packed_rnn`` (one packed call per level, no length groups) gives the same outputs and gradients."""
+    torch.manual_seed(0)
+    grouped = create_model("han", vocab_size=40, num_classes=3).double()
+    packed = create_model("han", vocab_size=40, num_classes=3, packed_rnn=True).double()
+    packed.load_state_dict(grouped.state_dict())
+    words = torch.randint(3, 40, (9, 6))
+    word_mask = torch.arange(6)[None, :] < torch.tensor([6, 2, 4, 1, 6, 3, 5, 5, 2])[:, None]
+    words = words * word_mask
+    results = []
+    for han in (grouped, packed):
+        out = han.encode_sentences(words, word_mask)[0]
+        out.pow(2).sum().backward()
+        results.append((out.detach(), [p.grad for p in han.parameters() if p.grad is not None]))
+    torch.testing.assert_close(results[0][0], results[1][0])
+    assert len(results[0][1]) == len(results[1][1])
     for a, b in zip(results[0][1], results[1][1]):
         torch.testing.assert_close(a, b)
 

@@ -40,6 +40,7 @@ class HANConfig:
     dropout: float = 0.0  # on embeddings and on the document vector (HPAN/HSAN: 0.1)
     length_groups: int = 0  # word encoder's length-sorted groups: 0 picks them per batch (least padding + steps), n: n equal groups
     group_step_cost: float = 1024.0  # with length_groups=0: padded positions one more recurrence step is worth (measured on CPU)
+    packed_rnn: bool = False  # both BiGRUs as one packed-sequence call each (cuDNN's on GPU), no length groups
 
 
 class Pooling(nn.Module):
@@ -68,9 +69,9 @@ class HAN(nn.Module):
         self.config = cfg = HANConfig(**hparams)
         self.num_classes = num_classes
         self.embedding = nn.Embedding(vocab_size, cfg.embedding_dim, padding_idx=0)
-        self.word_encoder = PaddedBiGRU(cfg.embedding_dim, cfg.hidden_size)
+        self.word_encoder = PaddedBiGRU(cfg.embedding_dim, cfg.hidden_size, packed=cfg.packed_rnn)
         self.word_pool = Pooling(2 * cfg.hidden_size, cfg, cfg.alpha_min)
-        self.sentence_encoder = PaddedBiGRU(2 * cfg.hidden_size, cfg.hidden_size)
+        self.sentence_encoder = PaddedBiGRU(2 * cfg.hidden_size, cfg.hidden_size, packed=cfg.packed_rnn)
         sentence_alpha = cfg.alpha_min if cfg.alpha_min_sentence is None else cfg.alpha_min_sentence
         self.sentence_pool = Pooling(2 * cfg.hidden_size, cfg, sentence_alpha)
         self.dropout = nn.Dropout(cfg.dropout)
@@ -88,6 +89,9 @@ class HAN(nn.Module):
         tensor instead would make autograd zero-fill a full (S, W, E) gradient once per group.
         """
         S, W = words.shape
+        if self.word_encoder.packed:  # every sentence in one call, each run to its own length
+            h = self.word_encoder(self.dropout(self.embedding(words)), word_mask)  # (S, W, 2H)
+            return self.word_pool(h, word_mask)
         lengths = word_mask.sum(1)
         chunks = length_groups(lengths, min(self.config.length_groups, S), self.config.group_step_cost)
         order = torch.cat(chunks)
