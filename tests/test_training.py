@@ -153,3 +153,17 @@ def test_mixed_precision_with_clipping_trains():
     proba = clf.predict_proba(sp["test"].texts)
     assert clf.results["device"] == "cpu" and np.isfinite(proba).all()
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)
+
+
+def test_loader_workers_build_the_same_batches(data):
+    """Batches built in worker processes train the same model as batches built in the training process."""
+    opts = dict(max_epochs=2, embeddings="random", val_per_epoch=1, device="cpu", **TINY)
+    here = DocumentClassifier("han", **opts).fit_prepared(data)
+    workers = DocumentClassifier("han", loader_workers=2, **opts).fit_prepared(data)
+    assert [r["val_loss"] for r in here.results["history"]] == pytest.approx([r["val_loss"] for r in workers.results["history"]])
+    from docattn.training.inference import predict_logits
+
+    test = data.splits["test"]
+    np.testing.assert_allclose(predict_logits(here.model, test), predict_logits(workers.model, test), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ConfigError, match="loader_workers"):
+        DocumentClassifier("han", loader_workers=-1)

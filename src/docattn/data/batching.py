@@ -33,6 +33,10 @@ class HierarchicalBatch:
     def to(self, device) -> "HierarchicalBatch":
         return type(self)(**{f.name: getattr(self, f.name).to(device, non_blocking=True) for f in fields(self)})
 
+    def pin_memory(self) -> "HierarchicalBatch":
+        """Page-locked copies (DataLoader's ``pin_memory``), so the copy to a GPU runs asynchronously."""
+        return type(self)(**{f.name: getattr(self, f.name).pin_memory() for f in fields(self)})
+
     def __len__(self) -> int:
         return self.sentence_index.shape[0]
 
@@ -48,6 +52,10 @@ class FlatBatch:
 
     def to(self, device) -> "FlatBatch":
         return type(self)(**{f.name: getattr(self, f.name).to(device, non_blocking=True) for f in fields(self)})
+
+    def pin_memory(self) -> "FlatBatch":
+        """Page-locked copies (DataLoader's ``pin_memory``), so the copy to a GPU runs asynchronously."""
+        return type(self)(**{f.name: getattr(self, f.name).pin_memory() for f in fields(self)})
 
     def __len__(self) -> int:
         return self.tokens.shape[0]

@@ -38,6 +38,7 @@ class TrainConfig:
     freeze_embeddings: bool = False
     word2vec_epochs: int = 5
     max_time: float | None = None  # seconds; training stops at the budget and keeps the best model
+    loader_workers: int = 0  # processes building batches beside training (0: the training process builds them)
     progress: bool = True  # a live progress bar on a terminal; a line per validation elsewhere (logs, nohup, CI)
     progress_lines: bool = False  # a line per validation on stderr even without the bar (benchmark trials)
 
@@ -50,6 +51,8 @@ class TrainConfig:
             raise ConfigError(f"monitor must be val_acc, val_macro_f1 or val_loss, got {self.monitor!r}")
         if self.val_per_epoch < 1:
             raise ConfigError(f"val_per_epoch must be >= 1, got {self.val_per_epoch}")
+        if self.loader_workers < 0:
+            raise ConfigError(f"loader_workers must be >= 0, got {self.loader_workers}")
         if self.batch_size < 1 or self.max_epochs < 1 or self.lr <= 0:
             raise ConfigError("batch_size and max_epochs must be >= 1 and lr > 0")
         self.betas = tuple(self.betas)

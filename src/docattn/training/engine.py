@@ -51,7 +51,8 @@ class _Collate:
         return make_batch(self.corpus, documents, self.layout, self.limits)
 
 
-def _loader(corpus: EncodedCorpus, layout: str, limits: dict, batch_size: int, shuffle: bool, seed: int, trainer, pad: bool):
+def _loader(corpus: EncodedCorpus, layout: str, limits: dict, batch_size: int, shuffle: bool, seed: int, trainer, pad: bool,
+            workers: int = 0):
     keys = bucket_keys(corpus, layout)
     if layout == "hierarchical" and (limits.get("max_sentences") or limits.get("max_words")):
         keys = np.minimum(keys, [limits.get("max_sentences") or np.inf, limits.get("max_words") or np.inf])
@@ -61,7 +62,11 @@ def _loader(corpus: EncodedCorpus, layout: str, limits: dict, batch_size: int, s
     sampler = BucketBatchSampler(keys, batch_size, shuffle=shuffle, seed=seed, num_replicas=world if pad else 1, rank=rank if pad else 0)
     if not pad and world > 1:  # evaluation: each rank takes every world-th batch, no document twice
         sampler = _Strided(sampler, world, rank)
-    return torch.utils.data.DataLoader(_Indices(len(corpus)), batch_sampler=sampler, collate_fn=_Collate(corpus, layout, limits))
+    # on a GPU, worker processes build the next batches while kernels run, in page-locked memory so
+    # that the copy to the device does not block (the batch types have pin_memory())
+    cuda = trainer is not None and trainer.strategy.root_device.type == "cuda"
+    return torch.utils.data.DataLoader(_Indices(len(corpus)), batch_sampler=sampler, collate_fn=_Collate(corpus, layout, limits),
+                                       num_workers=workers, persistent_workers=workers > 0, pin_memory=cuda and workers > 0)
 
 
 class _Strided(torch.utils.data.Sampler):
@@ -83,10 +88,12 @@ class DocumentData(L.LightningDataModule):
         self.train, self.valid, self.layout, self.limits, self.cfg = train, valid, layout, limits, cfg
 
     def train_dataloader(self):
-        return _loader(self.train, self.layout, self.limits, self.cfg.batch_size, True, self.cfg.seed, self.trainer, pad=True)
+        return _loader(self.train, self.layout, self.limits, self.cfg.batch_size, True, self.cfg.seed, self.trainer, pad=True,
+                       workers=self.cfg.loader_workers)
 
     def val_dataloader(self):
-        return _loader(self.valid, self.layout, self.limits, max(self.cfg.batch_size, 128), False, 0, self.trainer, pad=False)
+        return _loader(self.valid, self.layout, self.limits, max(self.cfg.batch_size, 128), False, 0, self.trainer, pad=False,
+                       workers=self.cfg.loader_workers)
 
 
 class ClassifierModule(L.LightningModule):
