@@ -52,8 +52,12 @@ def test_embeddings_from_glove_file(data, tmp_path):
 def test_word2vec_initialisation(data):
     from docattn.data.embeddings import train_word2vec
 
-    m = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1)
+    m = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1, workers=1)
     assert m.shape == (len(data.vocab), 16) and np.all(m[0] == 0) and np.isfinite(m).all()
+    sg = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1, workers=1, skipgram=True)
+    assert sg.shape == m.shape and np.isfinite(sg).all() and not np.allclose(sg[3:], m[3:])
+    again = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1, workers=1, skipgram=True)
+    np.testing.assert_array_equal(sg, again)  # one worker thread: reproducible
 
 
 def test_sgd_with_separate_embedding_group(data):

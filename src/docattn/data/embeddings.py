@@ -37,8 +37,10 @@ def train_word2vec(
     epochs: int = 5,
     seed: int = 0,
     workers: int | None = None,
+    skipgram: bool = False,
 ) -> np.ndarray:
-    """(len(vocab), dim) matrix from gensim word2vec (skip-gram off: CBOW, fast) on the training sentences.
+    """(len(vocab), dim) matrix from gensim word2vec on the training sentences: CBOW (fast) or
+    ``skipgram`` (slower; Mikolov et al. found it better for rare words and small corpora).
 
     Sentences are fed as id strings, so the vectors line up with the vocabulary by id; PAD is 0
     and words word2vec did not keep get small random vectors. ``workers``: gensim threads, by
@@ -60,6 +62,7 @@ def train_word2vec(
         epochs=epochs,
         seed=seed,
         workers=workers,
+        sg=int(skipgram),
     )
     rng = np.random.default_rng(seed)
     matrix = rng.normal(0.0, 0.1, (len(vocab), dim)).astype(np.float32)

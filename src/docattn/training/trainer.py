@@ -43,10 +43,12 @@ def _cached_word2vec(data: PreparedData, dim: int, cfg) -> np.ndarray:
     from docattn.data.embeddings import train_word2vec
 
     folder = data.info.get("cache")
-    path = Path(folder) / f"word2vec-d{dim}-e{cfg.word2vec_epochs}-s{cfg.seed}.npy" if folder else None
+    kind = "-sg" if cfg.word2vec_skipgram else ""
+    path = Path(folder) / f"word2vec{kind}-d{dim}-e{cfg.word2vec_epochs}-s{cfg.seed}.npy" if folder else None
     if path is not None and path.exists():
         return np.load(path)
-    matrix = train_word2vec(data.splits["train"], data.vocab, dim=dim, epochs=cfg.word2vec_epochs, seed=cfg.seed)
+    matrix = train_word2vec(data.splits["train"], data.vocab, dim=dim, epochs=cfg.word2vec_epochs, seed=cfg.seed,
+                            skipgram=cfg.word2vec_skipgram)
     if path is not None:
         tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
         np.save(tmp, matrix)
