@@ -120,3 +120,35 @@ def test_test_split_is_scored_on_the_gpu_then_the_model_returns_to_the_cpu(monke
                              embedding_dim=16, hidden_size=8, context_dim=8).fit_prepared(data)
     assert seen[-1] == "cuda" and clf.results["test"]["documents"] == 50
     assert next(clf.model.parameters()).device.type == "cpu"
+
+
+def test_han_packed_rnn_on_cuda_matches_the_cpu_and_trains_in_bf16(corpus):
+    """``packed_rnn``: cuDNN's packed bidirectional GRU gives the CPU's logits; a bf16 step is finite."""
+    torch.backends.cudnn.allow_tf32 = False
+    cpu_model = build("han")
+    model = build("han", packed_rnn=True)
+    model.load_state_dict(cpu_model.state_dict())
+    batch = make_batch(corpus, np.arange(len(corpus)), "hierarchical", {})
+    model = model.to("cuda")
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch.to("cuda")).logits.cpu(), cpu_model(batch).logits, atol=2e-4, rtol=2e-4)
+    model.train()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = torch.nn.functional.cross_entropy(model(batch.to("cuda")).logits.float(), batch.labels.cuda())
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_loader_workers_pin_batches_for_the_gpu():
+    """With loader_workers on a GPU, batches arrive in page-locked memory and training completes."""
+    from docattn import DocumentClassifier
+    from docattn.data import synthetic
+
+    sp = synthetic.make_splits(n_train=200, n_test=20, seed=4)
+    clf = DocumentClassifier("han", max_epochs=1, device="gpu", embeddings="random", progress=False, loader_workers=2,
+                             embedding_dim=16, hidden_size=8, context_dim=8).fit(sp["train"].texts, sp["train"].labels)
+    assert clf.results["device"].startswith("cuda") and np.isfinite(clf.predict_proba(sp["test"].texts)).all()
+    from docattn.data.batching import hierarchical_batch
+
+    enc = clf.encode(sp["test"].texts)
+    assert hierarchical_batch(enc, [0, 1]).pin_memory().words.is_pinned()
