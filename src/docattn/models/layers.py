@@ -248,13 +248,10 @@ class PaddedBiRNN(nn.Module):
         self.output_size = 2 * hidden_size
         self.packed = packed  # both directions in one packed-sequence call (cuDNN's on a GPU), on any device
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
-        """x (N, T, D), mask (N, T) right-padded -> (N, T, 2H), zero on padding.
-
-        ``lengths`` (N,), the rows' real lengths, saves the packed path reading them off the device.
-        """
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x (N, T, D), mask (N, T) right-padded -> (N, T, 2H), zero on padding."""
         if self.packed:
-            return self.forward_packed(x, mask, lengths)
+            return self.forward_packed(x, mask)
         if self.fused_on(x.device):
             return self.forward_gates(self.input_gates(x), mask)
         idx = _reversal_index(mask.sum(1), x.shape[1])
@@ -266,14 +263,14 @@ class PaddedBiRNN(nn.Module):
         out = torch.cat([out_f, _gather_rows(out_b, idx)], dim=-1)  # (N, T, 2H)
         return out * mask.unsqueeze(-1).to(out.dtype)
 
-    def forward_packed(self, x: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+    def forward_packed(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Both directions in one call of PyTorch's packed-sequence kernel: cuDNN walks every row to
         its own length, so no length groups and no reversal are needed (the choice for GPUs to measure
         against the padded path: one launch sequence per layer instead of two per length group)."""
         N, T, _ = x.shape
         if T == 0:
             return x.new_zeros(N, 0, self.output_size)
-        lengths = (mask.sum(1) if lengths is None else lengths).to("cpu", torch.int64).clamp(min=1)  # empty rows: masked below
+        lengths = mask.sum(1).to("cpu", torch.int64).clamp(min=1)  # packing wants them on the host; empty rows: masked below
         rnn = nn.utils.rnn
         with torch.autocast(x.device.type, enabled=False), warnings.catch_warnings():
             # separate weight tensors: cuDNN copies the ~4 small matrices into one buffer per call
