@@ -157,7 +157,7 @@ IMDB_LIKE = {
     "aclImdb/train/urls_pos.txt": "http://x",
     "aclImdb/train/pos/0_9.txt": "\ufeffgreat\r\nfilm",
     "aclImdb/train/pos/1_8.txt": "loved\x00it\x1e",
-    "aclImdb/train/neg/0_2.txt": b"caf\xe9 was bad",  # latin-1: one decoding failure
+    "aclImdb/train/neg/0_2.txt": b"caf\xe9 was bad",  # latin-1: decoded as such, counted
     "aclImdb/train/neg/1_1.txt": "   ",  # empty: skipped
     "aclImdb/train/unsup/0_0.txt": "no label",
     "aclImdb/test/pos/0_10.txt": "superb",
@@ -205,7 +205,7 @@ def test_folder_layout_imdb_like(imdb_like):
     assert list(splits) == ["train", "test"]
     train, test = splits["train"], splits["test"]
     assert train.ids == ["aclImdb/train/neg/0_2.txt", "aclImdb/train/pos/0_9.txt", "aclImdb/train/pos/1_8.txt"]
-    assert train.texts == ["caf\ufffd was bad", "great\nfilm", "loved it "]
+    assert train.texts == ["caf\u00e9 was bad", "great\nfilm", "loved it "]
     assert train.labels == ["neg", "pos", "pos"]
     assert train.classes == ["neg", "pos"]
     assert train.stats == {"skipped_empty": 1, "decode_errors": 1}
@@ -280,11 +280,60 @@ def test_stdin(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO("alpha\nbeta\n"))
     assert read_corpus("-").texts == ["alpha", "beta"]
     assert detect_format("-") == "lines"
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'{"text": "caf\xe9", "label": 1}\n')))
-    corpus = read_corpus("-", format="jsonl")  # a real stdin: its bytes are decoded, failures counted
+    latin1 = b'{"text": "caf\xe9", "label": 1}\n'
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(latin1)))
+    with pytest.raises(DataError, match=r"<stdin>:1: not UTF-8 \(byte 0xe9"):  # a real stdin: its bytes are decoded
+        read_corpus("-", format="jsonl")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(latin1)))
+    corpus = read_corpus("-", format="jsonl", errors="replace")
     assert corpus.texts == ["caf\ufffd"] and corpus.labels == [1] and corpus.stats["decode_errors"] == 1
     with pytest.raises(DataError, match="stdin"):
         read_corpus("-", format="folder")
+
+
+# --------------------------------------------------------------------------- encodings
+
+
+def test_a_line_that_is_not_utf8_is_an_error_unless_errors_says_otherwise(tmp_path):
+    path = write(tmp_path / "d.csv", b"text,label\ngood,1\ncaf\xe9,2\n")
+    with pytest.raises(DataError, match=r"d\.csv:3: not UTF-8 \(byte 0xe9 at offset 3\).*iconv -f latin1 -t utf-8"):
+        read_corpus(path)
+    latin1 = read_corpus(path, errors="latin-1")
+    assert latin1.texts == ["good", "caf\u00e9"] and latin1.stats["decode_errors"] == 1
+    assert read_corpus(path, errors="replace").texts == ["good", "caf\ufffd"]
+    with pytest.raises(ConfigError, match="errors must be one of strict, replace, latin-1"):
+        read_corpus(path, errors="ignore")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "utf-16-be"])
+def test_utf16_and_utf32_with_a_bom_are_decoded(tmp_path, encoding):
+    text = "text,label\nna\u00efve \u4e2d\u6587,1\r\nplain,2\n"
+    bom = b"\xfe\xff" if encoding == "utf-16-be" else b""  # Python writes the BOM for utf-16/utf-32 only
+    corpus = read_corpus(write(tmp_path / "d.csv", bom + text.encode(encoding)))
+    assert corpus.texts == ["na\u00efve \u4e2d\u6587", "plain"] and corpus.labels == [1, 2]
+    fasttext = write(tmp_path / "d.txt", "__label__a one\n__label__b two\n".encode(encoding.replace("-be", "")))
+    assert detect_format(fasttext) == "fasttext" and read_corpus(fasttext).labels == ["a", "b"]
+    folder = build_tree(tmp_path / "tree", {"pos/1.txt": bom + "gr\u00fc\u00df".encode(encoding), "neg/1.txt": "bad"})
+    assert read_corpus(folder).texts == ["bad", "gr\u00fc\u00df"]
+
+
+@pytest.mark.parametrize("encoding, name", [("utf-16-le", "UTF-16LE"), ("utf-16-be", "UTF-16BE"),
+                                            ("utf-32-le", "UTF-32LE")])
+def test_utf16_and_utf32_without_a_bom_are_errors(tmp_path, encoding, name):
+    path = write(tmp_path / "d.csv", "text,label\nhello,1\n".encode(encoding))
+    with pytest.raises(DataError, match=rf"d\.csv: looks like {name} text without a byte-order mark.*iconv -f {name}"):
+        read_corpus(path)
+    folder = build_tree(tmp_path / "tree", {"pos/1.txt": "good film".encode(encoding), "neg/1.txt": "bad"})
+    with pytest.raises(DataError, match=rf"pos/1\.txt: looks like {name}"):
+        read_corpus(folder)
+
+
+def test_folder_documents_fall_back_to_latin1_per_file_unless_strict(tmp_path):
+    folder = build_tree(tmp_path / "tree", {"pos/1.txt": b"caf\xe9", "neg/1.txt": "na\u00efve"})
+    corpus = read_corpus(folder)
+    assert corpus.texts == ["na\u00efve", "caf\u00e9"] and corpus.stats["decode_errors"] == 1
+    with pytest.raises(DataError, match=r"pos/1\.txt: not UTF-8 \(byte 0xe9"):
+        read_corpus(folder, errors="strict")
 
 
 # --------------------------------------------------------------------------- real data
@@ -312,7 +361,8 @@ def test_real_20newsgroups(newsgroups):
     assert {k: len(v) for k, v in newsgroups.items()} == {"train": 11_314, "test": 7_532}
     for corpus in newsgroups.values():
         assert len(set(corpus.labels)) == 20 and len(corpus.classes) == 20
-    assert newsgroups["train"].stats["decode_errors"] > 0  # latin-1 posts, replaced and counted
+    assert newsgroups["train"].stats["decode_errors"] > 0  # latin-1 posts, decoded as latin-1 and counted
+    assert not any("\ufffd" in text for corpus in newsgroups.values() for text in corpus.texts)
 
 
 def test_real_bbc(shared_data):

@@ -18,7 +18,7 @@ from docattn.data.splits import stratified_split
 from docattn.data.text import TextConfig, Vocabulary, documents_to_strings, write_json_atomic
 from docattn.errors import DataError
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: text that is not UTF-8 is read as Latin-1 (folders) or refused (line files), no U+FFFD
 
 
 @dataclass

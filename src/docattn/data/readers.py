@@ -10,6 +10,7 @@ or archive member, and what was expected.
 from __future__ import annotations
 
 import bz2
+import codecs
 import contextlib
 import csv
 import gzip
@@ -43,7 +44,10 @@ _OPTIONS = {
     "tsv": {"text_columns", "label_column", "header", "delimiter"},
     "jsonl": {"text_field", "label_field", "sentences_field"},
 }
-_COMMON_OPTIONS = {"on_empty"}
+_COMMON_OPTIONS = {"on_empty", "errors"}
+_DECODE_ERRORS = ("strict", "replace", "latin-1")  # what a line or file that is not UTF-8 becomes
+_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),  # UTF-32 first: its LE BOM
+              (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))  # starts like UTF-16's
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 _SPLIT_ORDER = ("train", "valid", "test", "all")
 _SPLIT_ALIASES = {"train": "train", "dev": "valid", "valid": "valid", "validation": "valid", "test": "test"}
@@ -61,9 +65,13 @@ def read_splits(path: str | os.PathLike, format: str | None = None, **options: A
     """Every split of ``path``, keyed "train"/"valid"/"test", or {"all": corpus} when it has none.
 
     Options: ``on_empty`` ("skip": drop empty documents and count them in
-    ``stats["skipped_empty"]``; "error"), plus per format: csv/tsv ``text_columns``,
-    ``label_column``, ``header``, ``delimiter``; jsonl ``text_field``, ``label_field``,
-    ``sentences_field``.
+    ``stats["skipped_empty"]``; "error"); ``errors``, what text that is not UTF-8 becomes
+    ("strict": a DataError naming the line, the default for files read line by line; "latin-1":
+    Latin-1 text, the default for folder-per-label documents, each file with its own encoding, e.g.
+    20 Newsgroups posts; "replace": U+FFFD; both counted in ``stats["decode_errors"]``); plus per
+    format: csv/tsv ``text_columns``, ``label_column``, ``header``, ``delimiter``; jsonl
+    ``text_field``, ``label_field``, ``sentences_field``. UTF-16/32 text with a byte-order mark is
+    decoded; without one it is a DataError.
     """
     return _read(path, format, options, split=None, single=False)
 
@@ -111,6 +119,8 @@ def _read(path: str | os.PathLike, format: str | None, options: dict[str, Any], 
     on_empty = options.get("on_empty", "skip")
     if on_empty not in ("skip", "error"):
         raise ConfigError(f"on_empty must be 'skip' or 'error', not {on_empty!r}")
+    if options.get("errors", "strict") not in _DECODE_ERRORS:
+        raise ConfigError(f"errors must be one of {', '.join(_DECODE_ERRORS)}, not {options['errors']!r}")
 
     if str(path) == STDIN:
         format = format or "lines"
@@ -127,7 +137,7 @@ def _read(path: str | os.PathLike, format: str | None, options: dict[str, Any], 
         format = format or _detect_tree(tree)
         _check_options(format, options)
         if format == "folder":
-            return _read_folder(tree, split, single, on_empty)
+            return _read_folder(tree, split, single, on_empty, options.get("errors", "latin-1"))
         if format == "zhang":
             sources = _zhang_sources(tree, options)
         elif format == "tang":
@@ -219,10 +229,9 @@ def _detect_file(path: Path) -> str:
 def _first_nonempty_line(path: Path) -> str:
     try:
         with open(path, "rb") as stream:
-            for raw in islice(stream, 1000):
-                line = raw.decode("utf-8", "replace").lstrip("\ufeff").strip()
-                if line:
-                    return line
+            for line in islice(_decoded_lines(stream, str(path), "replace", {"decode_errors": 0}), 1000):
+                if line.strip():
+                    return line.strip()
     except OSError as error:
         raise DataError(f"cannot read {path}: {error.strerror or error}") from None
     return ""
@@ -249,28 +258,85 @@ def _clean(text: str) -> str:
     return text
 
 
-def _decoded_lines(stream: Iterable[bytes | str], stats: dict[str, int]) -> Iterator[str]:
-    """Lines as clean text: UTF-8 (failures replaced and counted), BOM stripped, line ends kept."""
-    first = True
-    for raw in stream:
-        if isinstance(raw, bytes):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                stats["decode_errors"] += 1
-                line = raw.decode("utf-8", "replace")
-        else:
-            line = raw
-        if first:
+def _decoded_lines(stream: Iterable[bytes | str], name: str, errors: str, stats: dict[str, int]) -> Iterator[str]:
+    """Lines as clean text, BOM stripped, line ends kept: UTF-8 (else as ``errors`` says) or UTF-16/32 with a BOM."""
+    lines = iter(stream)
+    first = next(lines, None)
+    if first is None:
+        return
+    lines = chain([first], lines)
+    if isinstance(first, bytes) and (codec := _wide_encoding(first, name)):
+        lines = _wide_lines(lines, codec, name)
+    for number, raw in enumerate(lines, 1):
+        line = raw if isinstance(raw, str) else _decode_utf8(raw, f"{name}:{number}", errors, stats)
+        if number == 1:
             line = line.removeprefix("\ufeff")
-            first = False
         yield _clean(line)
+
+
+def _decode_utf8(raw: bytes, where: str, errors: str, stats: dict[str, int]) -> str:
+    """UTF-8 text; otherwise a DataError ("strict"), or Latin-1 / U+FFFD counted in ``stats["decode_errors"]``."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if errors == "strict":
+            raise DataError(f"{where}: not UTF-8 (byte 0x{raw[error.start]:02x} at offset {error.start}); "
+                            "re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 FILE > FILE.utf8) "
+                            "or read it with errors='latin-1' or errors='replace'") from None
+        stats["decode_errors"] += 1
+        return raw.decode("latin-1") if errors == "latin-1" else raw.decode("utf-8", "replace")
+
+
+def _wide_encoding(head: bytes, where: str) -> str | None:
+    """"utf-16"/"utf-32" when ``head`` starts with their BOM; UTF-16/32 without one is a DataError.
+
+    ASCII in UTF-16 has a NUL in every other byte (UTF-32: three in four), which UTF-8 would
+    read as valid text full of NULs: without a BOM the byte order is a guess, so ask for UTF-8.
+    """
+    for bom, codec in _WIDE_BOMS:
+        if head.startswith(bom):
+            return codec
+    sample = head[:4096]
+    if len(sample) >= 4 and sample.count(0) * 4 >= len(sample):
+        wide = "UTF-32" if sample.count(0) * 3 >= len(sample) * 2 else "UTF-16"
+        wide += "LE" if sample[1::2].count(0) > sample[::2].count(0) else "BE"  # LE: NUL after each ASCII byte
+        raise DataError(f"{where}: looks like {wide} text without a byte-order mark; docattn reads UTF-8: "
+                        f"re-encode it (e.g. iconv -f {wide} -t utf-8 FILE > FILE.utf8)")
+    return None
+
+
+def _wide_lines(raw_lines: Iterable[bytes], codec: str, where: str) -> Iterator[str]:
+    """Text lines of UTF-16/32 bytes that were split at b"\\n": decoded, then split again at "\\n"."""
+    pending = ""
+    try:
+        for text in codecs.iterdecode(raw_lines, codec):
+            *complete, pending = (pending + text).split("\n")
+            yield from (line + "\n" for line in complete)
+    except UnicodeDecodeError as error:
+        raise DataError(f"{where}: malformed {codec.upper()} text ({error.reason})") from None
+    if pending:
+        yield pending
+
+
+def _decode_document(raw: bytes, where: str, errors: str, stats: dict[str, int]) -> str:
+    """A whole file as text: UTF-16/32 with a BOM, else UTF-8 (else as ``errors`` says), BOM stripped."""
+    codec = _wide_encoding(raw, where)
+    if codec is None:
+        return _decode_utf8(raw, where, errors, stats).removeprefix("\ufeff")
+    try:
+        return raw.decode(codec)
+    except UnicodeDecodeError as error:
+        raise DataError(f"{where}: malformed {codec.upper()} text ({error.reason})") from None
+
+
+def _source_lines(stream: Iterable[bytes | str], source: _Source, stats: dict[str, int]) -> Iterator[str]:
+    return _decoded_lines(stream, source.name, source.options.get("errors", "strict"), stats)
 
 
 def _numbered_lines(source: _Source, stats: dict[str, int]) -> Iterator[tuple[int, str]]:
     """(1-based line number, line without its line end)."""
     with _opened(source) as stream:
-        for number, line in enumerate(_decoded_lines(stream, stats), 1):
+        for number, line in enumerate(_source_lines(stream, source, stats), 1):
             yield number, line.rstrip("\r\n")
 
 
@@ -373,7 +439,7 @@ def _read_delimited(source: _Source, default_delimiter: str) -> Corpus:
 
     docs = _Documents(source.name, options.get("on_empty", "skip"))
     with _opened(source) as stream:
-        rows = _csv_rows(_decoded_lines(stream, docs.stats), source.name, delimiter)
+        rows = _csv_rows(_source_lines(stream, source, docs.stats), source.name, delimiter)
         sample = list(islice(rows, _SAMPLE_ROWS))
         if not sample:
             raise DataError(f"no documents in {source.name}")
@@ -546,7 +612,7 @@ def _read_zhang(source: _Source) -> Corpus:
     docs = _Documents(source.name, source.options.get("on_empty", "skip"))
     classes = source.classes
     with _opened(source) as stream:
-        for line, row in _csv_rows(_decoded_lines(stream, docs.stats), source.name, ","):
+        for line, row in _csv_rows(_source_lines(stream, source, docs.stats), source.name, ","):
             where = f"{source.name}:{line}"
             if len(row) < 2:
                 raise DataError(f"{where}: expected a class and at least one text field, found {len(row)} field(s)")
@@ -568,7 +634,7 @@ def _read_zhang(source: _Source) -> Corpus:
 
 
 def _read_classes(data: bytes, where: str) -> list[str]:
-    names = [line.strip() for line in _clean(data.decode("utf-8-sig", "replace")).splitlines() if line.strip()]
+    names = [line.strip() for line in _clean(_decode_document(data, where, "strict", {})).splitlines() if line.strip()]
     if not names:
         raise DataError(f"{where}: no class names (expected one per line)")
     if len(set(names)) != len(names):
@@ -843,7 +909,7 @@ def _folder_documents(tree: _Tree) -> list[tuple[str, str, str]]:
     return documents
 
 
-def _read_folder(tree: _Tree, split: str | None, single: bool, on_empty: str) -> dict[str, Corpus]:
+def _read_folder(tree: _Tree, split: str | None, single: bool, on_empty: str, errors: str) -> dict[str, Corpus]:
     documents = _folder_documents(tree)
     if not documents:
         raise DataError(f"no documents in {tree.name} (expected files in label folders, e.g. "
@@ -856,13 +922,8 @@ def _read_folder(tree: _Tree, split: str | None, single: bool, on_empty: str) ->
         for member, label, doc_split in documents:
             if doc_split != name:
                 continue
-            raw = tree.read(member)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:  # e.g. latin-1 posts in 20 Newsgroups
-                docs.stats["decode_errors"] += 1
-                text = raw.decode("utf-8", "replace")
-            text = _clean(text.removeprefix("\ufeff"))
+            # each file has its own encoding: 20 Newsgroups has Latin-1 posts among UTF-8 ones
+            text = _clean(_decode_document(tree.read(member), tree.where(member), errors, docs.stats))
             if "\r" in text:
                 text = text.replace("\r\n", "\n")
             docs.add(tree.where(member), member, text, label)
