@@ -87,6 +87,37 @@ def test_bad_inputs_give_clear_errors(fitted):
 def test_empty_documents_predict_without_error(fitted):
     p = fitted.predict_proba(["", "   ", "!!!"])
     assert p.shape[0] == 3 and np.isfinite(p).all()
+    assert fitted.predict([""])[0] in fitted.classes_
+
+
+def test_fit_rejects_empty_documents_in_training_and_validation(splits):
+    tr = splits["train"]
+    texts = list(tr.texts[:40])
+    texts[7] = "  \n "
+    with pytest.raises(DataError, match="training data: document 7 is empty or whitespace only"):
+        DocumentClassifier("han", **FAST).fit(texts, tr.labels[:40])
+    sentences = [list(s) for s in tr.sentences[:40]]
+    sentences[3] = ["", " "]
+    with pytest.raises(DataError, match="validation data: document 3 is empty"):
+        DocumentClassifier("han", **FAST).fit(tr.texts[:40], tr.labels[:40], validation=(sentences, tr.labels[:40]))
+
+
+@pytest.mark.parametrize("model", ["han", "nb"])
+def test_fit_needs_two_classes(model):
+    with pytest.raises(DataError, match="every document has the label 'a'; a classifier needs at least 2 classes"):
+        DocumentClassifier(model, **(FAST if model == "han" else {})).fit(["good film", "bad film", "fine"], ["a"] * 3)
+
+
+def test_unknown_or_mistyped_options_fail_in_the_constructor():
+    with pytest.raises(ConfigError, match=r"unknown option 'max_epoch' for han \(did you mean 'max_epochs'\?\)"):
+        DocumentClassifier("han", max_epoch=1)
+    with pytest.raises(ConfigError, match=r"unknown option 'hidden_sise' for han \(did you mean 'hidden_size'\?\)"):
+        DocumentClassifier("han", hidden_sise=8)
+    with pytest.raises(ConfigError, match=r"unknown option 'colour' for nb$"):
+        DocumentClassifier("nb", colour="red")
+    with pytest.raises(ConfigError, match=r"invalid training options \(lr='0.1'\)"):
+        DocumentClassifier("han", lr="0.1")
+    assert DocumentClassifier("han", hidden_size=8, device="cpu", min_count=1).hparams == {"hidden_size": 8}
 
 
 def test_explain_gives_weights_per_sentence_and_word(fitted, splits):
@@ -105,6 +136,31 @@ def test_labels_any_hashable(splits):
     clf = DocumentClassifier("han-ave", **FAST).fit(tr.texts, ints)
     assert clf.classes_ == [0, 10, 20, 30]
     assert set(clf.predict(tr.texts[:20])) <= {0, 10, 20, 30}
+
+
+def test_tuple_labels_survive_save_and_load(splits, tmp_path):
+    tr, te = splits["train"], splits["test"]
+    labels = [(tr.classes.index(y) % 2, ("group", y)) for y in tr.labels]  # nested tuples
+    clf = DocumentClassifier("han-ave", **FAST).fit(tr.texts[:200], labels[:200])
+    again = DocumentClassifier.load(clf.save(tmp_path / "run"))
+    assert again.classes_ == clf.classes_ and all(isinstance(c[1], tuple) for c in again.classes_)
+    assert again.predict(te.texts[:30]) == clf.predict(te.texts[:30])
+    assert again.score(tr.texts[:20], labels[:20]) == clf.score(tr.texts[:20], labels[:20])
+
+
+@pytest.mark.parametrize("bad, message", [
+    (frozenset({1}), r"label frozenset\(\{1\}\) \(frozenset\) cannot be saved with the model"),
+    (object(), r"\(object\) cannot be saved with the model"),
+    ([1, 2], r"document 1 has label \[1, 2\], which cannot be a label \(unhashable type: 'list'\)"),
+])
+def test_labels_json_cannot_hold_are_data_errors_at_fit(bad, message):
+    with pytest.raises(DataError, match=message):
+        DocumentClassifier("nb").fit(["good film", "bad film", "fine film", "poor film"], ["a", bad, "a", bad])
+
+
+def test_weights_file_mode_follows_the_umask(fitted, tmp_path):
+    run = fitted.save(tmp_path / "run")
+    assert (run / "model.safetensors").stat().st_mode & 0o777 == (run / "config.json").stat().st_mode & 0o777
 
 
 def test_seed_fixes_the_whole_fit_initial_weights_included(splits):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Hashable, Sequence
 
@@ -44,13 +45,39 @@ def to_corpus(texts, labels=None, source: str = "input") -> Corpus:
     return Corpus(texts=texts, labels=labels, sentences=sentences, source=source)
 
 
+def _no_empty_documents(corpus: Corpus) -> Corpus:
+    """Training and validation documents need text (file readers skip empty ones; fit does not guess)."""
+    empty = next((i for i, t in enumerate(corpus.texts) if not t or t.isspace()), None)
+    if empty is not None:
+        raise DataError(f"{corpus.source}: document {empty} is empty or whitespace only; remove it or give it text")
+    return corpus
+
+
+def _check_model_options(model: str, options: dict) -> None:
+    """Options left over from training/data/text options must be the model's hyper-parameters."""
+    import torch
+
+    from docattn.models import create_model
+
+    with torch.random.fork_rng(devices=[]):  # a throwaway model tells its config's fields; RNG untouched
+        known = set(create_model(model, vocab_size=2, num_classes=2).hparams())
+    known |= TrainConfig.field_names() | _DATA_FIELDS | _TEXT_FIELDS | {"device"}
+    problems = []
+    for name in sorted(set(options) - known):
+        guess = get_close_matches(name, known, 1)
+        problems.append(f"unknown option {name!r} for {model}" + (f" (did you mean {guess[0]!r}?)" if guess else ""))
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
 class DocumentClassifier:
     """Train any registered model on raw text; predict, explain, save and load it.
 
     Keyword arguments are routed by name: training options (``max_epochs``, ``batch_size``,
     ``lr``, ``optimizer``, ``seed``, ``accelerator``, ...), data options (``min_count``,
     ``valid_fraction``, ``max_sentences``, ``max_words``, ``max_tokens``, ``lowercase``,
-    ``hcan_clean``), and the rest are the model's hyper-parameters. Unset training options take
+    ``hcan_clean``), and the rest are the model's hyper-parameters (any other name is a
+    ``ConfigError`` here, with the closest valid name). Unset training options take
     the paper's values for the model (e.g. HPAN: Adam, lr 1e-3, batch 64).
     """
 
@@ -64,12 +91,17 @@ class DocumentClassifier:
             train_opts["accelerator"] = options.pop("device")
         data_opts = {k: options.pop(k) for k in list(options) if k in _DATA_FIELDS}
         text_opts = {k: options.pop(k) for k in list(options) if k in _TEXT_FIELDS}
+        _check_model_options(model, options)
         self.hparams = options
         # a variant's registered defaults may set training options and data options alike
         paper_train = {k: v for k, v in spec.training.items() if k in TrainConfig.field_names()}
         paper_data = {k: v for k, v in spec.training.items() if k in _DATA_FIELDS}
         paper_text = {k: v for k, v in spec.training.items() if k in _TEXT_FIELDS}
-        self.train_config = TrainConfig(**{**paper_train, **train_opts})
+        try:  # TrainConfig checks values with comparisons: lr="0.1" is a TypeError there
+            self.train_config = TrainConfig(**{**paper_train, **train_opts})
+        except (TypeError, ValueError) as err:
+            given = ", ".join(f"{k}={v!r}" for k, v in train_opts.items())
+            raise ConfigError(f"invalid training options ({given}): {err}") from None
         self.data_settings = DataSettings(text=TextConfig(**{**paper_text, **text_opts}), **{**paper_data, **data_opts})
         self.model = None
         self.vocab: Vocabulary | None = None
@@ -79,8 +111,8 @@ class DocumentClassifier:
     # ------------------------------------------------------------------ training
     def fit(self, texts, labels, validation: tuple | None = None, run_dir: str | Path | None = None) -> "DocumentClassifier":
         """Train on ``texts``/``labels``; ``validation=(texts, labels)``, else a stratified split of train."""
-        train = to_corpus(texts, labels, "training data")
-        valid = to_corpus(*validation, source="validation data") if validation is not None else None
+        train = _no_empty_documents(to_corpus(texts, labels, "training data"))
+        valid = _no_empty_documents(to_corpus(*validation, source="validation data")) if validation is not None else None
         return self.fit_prepared(prepare(train, valid, None, self.data_settings), run_dir)
 
     def fit_prepared(self, data: PreparedData, run_dir=None, resume: bool = False) -> "DocumentClassifier":
@@ -90,6 +122,10 @@ class DocumentClassifier:
 
         import torch
 
+        present = np.unique(data.splits["train"].labels)
+        if len(present) < 2:
+            raise DataError(f"training data: every document has the label {data.labels.classes[present[0]]!r}; "
+                            "a classifier needs at least 2 classes")
         self.vocab, self.labels = data.vocab, data.labels
         # the vocabulary carries the text settings it was built with; they are what new text gets
         self.data_settings.text = data.vocab.text_config

@@ -15,5 +15,5 @@ class CheckpointError(DocattnError):
     """A run directory or weights file is missing, truncated or does not match its config."""
 
 
-class ConfigError(DocattnError):
-    """An option or hyper-parameter has an invalid value."""
+class ConfigError(DocattnError, ValueError):
+    """An option or hyper-parameter has an invalid value (a ValueError too, as Python code expects)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Sequence
 
@@ -65,6 +66,10 @@ class LabelMap:
         self.classes: list[Hashable] = list(classes)
         if not self.classes:
             raise DataError("no classes: the training data has no labels")
+        for label in self.classes:
+            if not _survives_json(label):
+                raise DataError(f"label {label!r} ({type(label).__name__}) cannot be saved with the model: "
+                                "labels must be str, int, float, bool or tuples of those")
         self.index = {c: i for i, c in enumerate(self.classes)}
         if len(self.index) != len(self.classes):
             raise DataError(f"duplicate class names in {self.classes!r}")
@@ -72,6 +77,9 @@ class LabelMap:
     @classmethod
     def from_labels(cls, labels: Iterable[Hashable], classes: Sequence[Hashable] | None = None) -> "LabelMap":
         """Classes in the source's order when given, else sorted; labels outside ``classes`` are an error."""
+        labels = list(labels)
+        for i, label in enumerate(labels):
+            _check_hashable(label, i)
         seen = set(labels)
         if classes is not None:
             unknown = seen - set(classes)
@@ -84,6 +92,7 @@ class LabelMap:
         """Indices of ``labels``; a label unseen in training is a clear error naming it."""
         out = []
         for i, label in enumerate(labels):
+            _check_hashable(label, i, source)
             idx = self.index.get(label)
             if idx is None and isinstance(label, str) and label.lstrip("-").isdigit():
                 idx = self.index.get(int(label))  # "3" from a text file vs 3 in the map
@@ -104,8 +113,34 @@ class LabelMap:
         return len(self.classes)
 
     def to_json(self) -> list[Any]:
-        return list(self.classes)
+        return [_to_json(c) for c in self.classes]
 
     @classmethod
     def from_json(cls, data: list[Any]) -> "LabelMap":
-        return cls(data)
+        return cls(_from_json(c) for c in data)
+
+
+def _check_hashable(label: Any, i: int, source: str = "") -> None:
+    try:
+        hash(label)
+    except TypeError as err:
+        where = f"{source}: " if source else ""
+        raise DataError(f"{where}document {i} has label {label!r}, which cannot be a label ({err}); "
+                        "use str, int, float, bool or a tuple") from None
+
+
+# JSON has no tuples; a label is never a list (unhashable), so a list in saved labels is a tuple
+def _to_json(label: Any) -> Any:
+    return [_to_json(x) for x in label] if isinstance(label, tuple) else label
+
+
+def _from_json(value: Any) -> Any:
+    return tuple(_from_json(x) for x in value) if isinstance(value, list) else value
+
+
+def _survives_json(label: Any) -> bool:
+    """Whether config.json gives ``label`` back equal (frozensets and objects do not)."""
+    try:
+        return _from_json(json.loads(json.dumps(_to_json(label)))) == label
+    except (TypeError, ValueError):
+        return False

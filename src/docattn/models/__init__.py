@@ -73,5 +73,5 @@ def create_model(name: str, vocab_size: int, num_classes: int, **hparams):
     merged = {**spec.defaults, **hparams}
     try:
         return spec.build(vocab_size=vocab_size, num_classes=num_classes, **merged)
-    except TypeError as err:
+    except (TypeError, ValueError, RuntimeError) as err:  # unknown names, bad sizes (e.g. hidden_size=-1)
         raise ConfigError(f"model {name!r}: {err}") from None

@@ -32,11 +32,12 @@ class Run:
 
 def save_weights(model: torch.nn.Module, path: Path) -> None:
     """Weights as safetensors, written to a temporary file and renamed (a crash never truncates)."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    save_file(state, str(tmp), metadata={"docattn_version": __version__})
+    # Python writes the bytes so the file's mode follows the umask like its neighbours (save_file makes it 0600)
+    tmp.write_bytes(save(state, metadata={"docattn_version": __version__}))
     os.replace(tmp, path)
 
 
