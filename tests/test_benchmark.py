@@ -88,3 +88,38 @@ def test_merge_seeds_run_in_parallel(tmp_path):
 
     with pytest.raises(SystemExit):  # the same seed twice is a mistake, not more evidence
         merge(tmp_path / "again", [folders[0], folders[0]])
+
+
+def test_benchmark_encodes_with_each_models_data_settings(tmp_path, monkeypatch):
+    """HCAN's text cleaning and a user's --set min_count reach the benchmark's encoding, as in `train`."""
+    monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
+    sp = synthetic.make_splits(n_train=200, n_test=60, seed=8)
+    for split in ("train", "test"):
+        with open(tmp_path / f"{split}.csv", "w") as f:
+            f.write("review,sentiment\n")
+            for t, y in zip(sp[split].texts, sp[split].labels):
+                f.write('"' + t.replace('"', '""') + f'",{y}\n')
+    res = CliRunner().invoke(app, [
+        "benchmark", "--data", str(tmp_path / "train.csv"), "--test", str(tmp_path / "test.csv"),
+        "--text-col", "review", "--label-col", "sentiment", "--models", "han,can-one-max", "--seeds", "1",
+        "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "bench"), "--max-epochs", "1",
+        "--set", "embedding_dim=16", "--set", "embeddings=random", "--set", "han:hidden_size=8", "--set", "han:context_dim=8",
+        "--set", "can-one-max:d_model=16", "--set", "can-one-max:heads=2", "--set", "can-one-max:min_count=1",
+    ])
+    assert res.exit_code == 0, res.output
+    han = json.loads((tmp_path / "runs" / "han-seed0" / "config.json").read_text())
+    can = json.loads((tmp_path / "runs" / "can-one-max-seed0" / "config.json").read_text())
+    assert han["data"]["valid_fraction"] == can["data"]["valid_fraction"] == 0.3  # what the benchmark used
+    assert han["data"]["text"]["hcan_clean"] is False and can["data"]["text"]["hcan_clean"] is True
+    assert han["data"]["min_count"] == 5 and can["data"]["min_count"] == 1
+    assert can["vocab_size"] > han["vocab_size"]  # min_count 1 keeps the rare words
+    assert han["results"]["data"]["documents"] == can["results"]["data"]["documents"]  # the same splits
+
+
+def test_benchmark_argument_errors(tmp_path):
+    runner = CliRunner()
+    for args, message in ((["--seeds", "0"], "--seeds"), (["--models", " "], "no model"),
+                          (["--models", "han", "--set", "hsan:dropout=0.1"], "not in --models"),
+                          (["--models", "han", "--set", "hiden_size=3"], "hiden_size")):
+        res = runner.invoke(app, ["benchmark", "--data", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "b"), *args])
+        assert res.exit_code != 0 and message in str(res.exception), (args, res.exception)

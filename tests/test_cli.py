@@ -88,6 +88,56 @@ def test_predict_from_file_and_stdin(trained_run):
     assert len(res.stdout.splitlines()) == 2  # the empty line is not a document
 
 
+def test_predict_needs_no_labels_and_reads_jsonl_from_stdin(trained_run):
+    (trained_run / "unk.jsonl").write_text(json.dumps({"text": "a great phone", "label": "never seen"}) + "\n")
+    res = run_cli("predict", str(trained_run / "run"), str(trained_run / "unk.jsonl"))
+    assert res.returncode == 0, res.stderr
+    texts = ["a great phone . i love it", "the screen was bad . sad"]
+    piped = run_cli("predict", str(trained_run / "run"), input="".join(json.dumps({"text": t}) + "\n" for t in texts))
+    plain = run_cli("predict", str(trained_run / "run"), input="".join(t + "\n" for t in texts))
+    assert piped.returncode == 0 and plain.returncode == 0, piped.stderr + plain.stderr
+    label = lambda out: [json.loads(l)["probabilities"] for l in out.splitlines()]
+    assert label(piped.stdout) == label(plain.stdout)  # the JSON lines' texts, not the raw JSON
+
+
+def test_resume_continues_with_the_runs_own_settings(trained_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(trained_run / "run", run)
+    env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
+    train = ["train", "--train", str(trained_run / "train.jsonl"), "--out", str(run), "--resume"]
+    res = run_cli(*train, "--model", "hpan", env=env)
+    assert res.returncode == 2 and "'han' run" in res.stderr and "Traceback" not in res.stderr
+    res = run_cli(*train, "--set", "hidden_size=4", env=env)
+    assert res.returncode == 2 and "hidden_size" in res.stderr and "Traceback" not in res.stderr
+    before = json.loads((run / "config.json").read_text())
+    res = run_cli(*train, "--epochs", "2", env=env)  # no --model, no sizes: the run's own
+    assert res.returncode == 0, res.stderr[-2000:]
+    after = json.loads((run / "config.json").read_text())
+    assert after["model"] == before["model"] and after["hparams"] == before["hparams"]
+    assert after["results"]["embeddings"] == "random" and after["training"]["max_epochs"] == 2
+    epochs = [int(line.split(",")[0]) for line in (run / "metrics.csv").read_text().splitlines()[1:]]
+    assert epochs == sorted(epochs) and epochs[-1] == 1 and epochs.count(0) == before["training"]["val_per_epoch"]
+
+
+def test_bad_training_options_are_one_line_errors(trained_run):
+    env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
+    base = ["train", "--train", str(trained_run / "train.jsonl"), "--out", str(trained_run / "bad"), "--epochs", "1", *TINY]
+    cases = [(["--precision", "foo"], "precision"), (["--strategy", "nonsense"], "strategy"),
+             (["--set", "hidden_size=-1"], "hidden_size")]
+    import torch
+
+    if not torch.cuda.is_available():
+        cases.append((["--accelerator", "gpu"], "GPU"))
+    for extra, word in cases:
+        res = run_cli(*base, *extra, env=env)
+        assert res.returncode == 2 and "Traceback" not in res.stderr and word in res.stderr, (extra, res.stderr[-1500:])
+    for extra, word in ((["--lr", "0.1,abc"], "--lr"), (["--lr", ","], "--lr"), (["--model", "logreg"], "learning rate")):
+        res = run_cli("tune", "--train", str(trained_run / "train.jsonl"), "--out", str(trained_run / "t"), *extra, env=env)
+        assert res.returncode == 2 and "Traceback" not in res.stderr and word in res.stderr, (extra, res.stderr[-1500:])
+
+
 def test_explain_writes_html_and_json(trained_run):
     html, js = trained_run / "r.html", trained_run / "w.json"
     res = CliRunner().invoke(app, ["explain", str(trained_run / "run"), "--data", str(trained_run / "test.jsonl"),

@@ -33,6 +33,52 @@ def test_resume_continues_where_it_stopped(data, tmp_path):
     assert clf.results["best"]["epoch"] in (0, 1, 2)
 
 
+def test_resume_after_a_crash_mid_training(data, tmp_path, monkeypatch):
+    """A run killed in its third epoch resumes from the checkpoint of its second, logging each epoch once."""
+    from docattn.training import engine
+
+    run = tmp_path / "run"
+    real = engine.MetricsLog.on_train_epoch_start
+
+    def crash_in_epoch_2(self, trainer, pl_module):
+        if trainer.current_epoch == 2:
+            raise RuntimeError("killed")
+        real(self, trainer, pl_module)
+
+    monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", crash_in_epoch_2)
+    with pytest.raises(RuntimeError, match="killed"):
+        DocumentClassifier("han", max_epochs=4, embeddings="random", val_per_epoch=2, **TINY).fit_prepared(data, run_dir=run)
+    assert (run / "checkpoints" / "last.ckpt").exists() and (run / "model.safetensors").exists()
+    monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", real)
+    clf = DocumentClassifier("han", max_epochs=4, embeddings="random", val_per_epoch=2, **TINY).fit_prepared(
+        data, run_dir=run, resume=True)
+    rows = list(csv.DictReader(open(run / "metrics.csv")))
+    assert [int(r["epoch"]) for r in rows] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [int(r["step"]) for r in rows] == sorted(int(r["step"]) for r in rows)
+    assert [h["epoch"] for h in clf.results["history"]] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert clf.results["best"]["val_acc"] == max(float(r["val_acc"]) for r in rows)
+
+
+def test_a_new_run_in_an_old_folder_starts_afresh(data, tmp_path):
+    run = tmp_path / "run"
+    counts = []
+    for _ in range(2):
+        DocumentClassifier("han", max_epochs=1, embeddings="random", **TINY).fit_prepared(data, run_dir=run)
+        counts.append(len(list(csv.DictReader(open(run / "metrics.csv")))))
+    assert counts[0] >= 1 and counts[1] == counts[0]  # the second run's rows only
+
+
+def test_resume_from_a_damaged_checkpoint_is_a_clear_error(data, tmp_path):
+    from docattn.errors import CheckpointError
+
+    run = tmp_path / "run"
+    DocumentClassifier("han", max_epochs=1, embeddings="random", **TINY).fit_prepared(data, run_dir=run)
+    last = run / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match="cannot resume"):
+        DocumentClassifier("han", max_epochs=2, embeddings="random", **TINY).fit_prepared(data, run_dir=run, resume=True)
+
+
 def test_embeddings_from_glove_file(data, tmp_path):
     words = data.vocab.tokens[3:13]
     glove = tmp_path / "glove.txt"

@@ -2,7 +2,8 @@
 
 Writes ``results.json`` (one row per model), ``results.md`` (HCAN Table 2 shape: accuracy and
 training ms per document) and ``curves.png`` (validation accuracy against training time, the
-HCAN paper's Figure 3). Each model gets the same prepared data, so differences are the models'.
+HCAN paper's Figure 3). Each model gets the same documents in the same splits, so differences
+are the models' (encoded with each model's own data settings, e.g. HCAN's text cleaning).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import os
 import resource
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from docattn.data.prepare import PreparedData
+from docattn.data.prepare import DataSettings, PreparedData
 from docattn.data.text import write_json_atomic
 
 
@@ -66,8 +68,13 @@ def _param_count(model) -> int | None:
     return None
 
 
-def run_one(model: str, data: PreparedData, seed: int, options: dict, run_dir: Path | None) -> dict:
-    """Train and test one model with one seed; the figures of one benchmark trial."""
+def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedData], seed: int, options: dict,
+            run_dir: Path | None) -> dict:
+    """Train and test one model with one seed; the figures of one benchmark trial.
+
+    ``data``: the prepared splits, or a function from the model's data settings to them (a model
+    whose paper cleans or counts words its own way gets its own encoding of the same documents).
+    """
     import torch
 
     from docattn.classifier import DocumentClassifier
@@ -76,6 +83,8 @@ def run_one(model: str, data: PreparedData, seed: int, options: dict, run_dir: P
         torch.cuda.reset_peak_memory_stats()
     # a line per validation on stderr, so a long benchmark shows where it is even in a log file
     clf = DocumentClassifier(model, seed=seed, progress=False, progress_lines=True, **options)
+    if callable(data):
+        data = data(clf.data_settings)
     t0 = time.perf_counter()
     with RssPeak() as rss:
         clf.fit_prepared(data, run_dir=run_dir)
@@ -210,8 +219,8 @@ def run_record(models: list[str], seeds: list[int], options: dict, per_model: di
             "per_model": per_model or {}}
 
 
-def run_benchmark(models: list[str], data: PreparedData, seeds: list[int], out: Path, options: dict, title: str,
-                  per_model: dict | None = None, log=print, runs: Path | None = None) -> list[dict]:
+def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings], PreparedData], seeds: list[int], out: Path,
+                  options: dict, title: str, per_model: dict | None = None, log=print, runs: Path | None = None) -> list[dict]:
     """Train every model with every seed; rows are written after each model, so a crash keeps them.
 
     With ``runs``, each trial's run directory is kept as ``runs/MODEL-seedN`` (for `explain`,

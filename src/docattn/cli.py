@@ -113,7 +113,7 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
 def train(
     train: str = typer.Option(..., "--train", help="Training data: a file, folder, archive or registered data set name."),
     out: Path = typer.Option(..., "--out", help="Run directory."),
-    model: str = typer.Option("han", "--model"),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name (default han; with --resume, the run's)."),
     valid: Optional[str] = typer.Option(None, "--valid", help="Validation data (default: a stratified split of train)."),
     test: Optional[str] = typer.Option(None, "--test", help="Test data (default: the source's own test split, if any)."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Reader format (default: detected)."),
@@ -157,7 +157,9 @@ def train(
         "precision": precision, "val_every_n_steps": val_every, "patience": patience, "max_time": max_time,
     }.items() if v is not None}
     options.update(_parse_sets(sets))
-    clf = DocumentClassifier(model, **options)
+    if resume and (out / "config.json").exists():
+        model, options = _resume_options(out, model, options)
+    clf = DocumentClassifier(model or "han", **options)
     data = prepare_paths(_resolve(train), valid and _resolve(valid), test and _resolve(test), clf.data_settings,
                          _reader_options(fmt, text_col, label_col), use_cache=not no_cache)
     info = data.info
@@ -167,12 +169,49 @@ def train(
     if not clf.results.get("is_global_zero", True):
         return
     best = clf.results.get("best", {})
-    console.print(f"best validation: accuracy {best.get('val_acc', float('nan')):.4f}, epoch {best.get('epoch')}; "
-                  f"training {clf.results.get('train_docs_per_s', 0):.0f} documents/s")
+    if best:
+        console.print(f"best validation: accuracy {best.get('val_acc', float('nan')):.4f}, epoch {best.get('epoch')}; "
+                      f"training {clf.results.get('train_docs_per_s', 0):.0f} documents/s")
+    elif "valid" in clf.results:  # one-shot baselines (nb, logreg, fasttext-lib): no epochs to choose from
+        console.print(f"validation: accuracy {clf.results['valid']['accuracy']:.4f}; "
+                      f"trained in {clf.results.get('train_seconds', 0):.1f} s")
     if "test" in clf.results:
         t = clf.results["test"]
         console.print(f"test: accuracy {t['accuracy']:.4f}, macro-F1 {t['macro_f1']:.4f} ({t['documents']} documents)")
     console.print(f"run directory: {out}")
+
+
+# options --resume may change: how long and how fast to go on, where, and how loudly
+_RESUME_FREE = {"max_epochs", "max_time", "patience", "accelerator", "devices", "num_nodes", "strategy", "precision",
+                "loader_workers", "progress", "progress_lines", "val_every_n_steps", "val_per_epoch"}
+
+
+def _resume_options(out: Path, model: Optional[str], options: dict) -> tuple[str, dict]:
+    """The interrupted run's model and settings, with the options given now on top; an option that
+    would change the model or its data (the checkpoint could not be loaded into it) is an error."""
+    from docattn.training.run import read_config
+
+    config = read_config(out)
+    try:
+        saved_model, hparams = config["model"], dict(config["hparams"])
+        saved = {**config["data"], **config["data"].get("text", {}), **config["training"]}
+    except (KeyError, TypeError, AttributeError) as err:
+        raise DocattnError(f"{out / 'config.json'}: cannot resume, malformed field {err}") from None
+    saved.pop("text", None)
+    if model is not None and model != saved_model:
+        raise DocattnError(f"{out} is a {saved_model!r} run: --resume cannot continue it as {model!r}")
+    saved = {**saved, **hparams}
+    changed = sorted(k for k, v in options.items() if k not in _RESUME_FREE and k in saved and _differs(saved[k], v))
+    unknown = sorted(k for k in options if k not in saved and k not in _RESUME_FREE)
+    if changed or unknown:
+        what = ", ".join([f"{k} (run: {saved[k]!r}, now: {options[k]!r})" for k in changed] + [f"{k} (not set in the run)" for k in unknown])
+        raise DocattnError(f"--resume continues {out} with its own settings; these differ: {what}. "
+                           f"Start a new run (another --out) to change them")
+    return saved_model, {**saved, **options}
+
+
+def _differs(a, b) -> bool:
+    return (list(a) if isinstance(a, (list, tuple)) else a) != (list(b) if isinstance(b, (list, tuple)) else b)
 
 
 @app.command()
@@ -227,16 +266,24 @@ def predict(
 
     clf = DocumentClassifier.load(run)
     if data == "-":
-        opts = _reader_options(fmt or "lines", text_col, label_col)
+        opts = _reader_options(fmt or _sniff_stdin(), text_col, label_col)
         corpus = read_corpus("-", **opts)
     else:  # a source with splits is predicted on its test split
         corpus = _read_eval_corpus(data, split, fmt, text_col, label_col)
+    corpus.labels = None  # predicting needs no labels (and labels unseen in training are no error here)
     probs = clf.predict_proba(corpus)
     classes = clf.labels.classes
     out = sys.stdout
     for i, p in enumerate(probs):
         out.write(json.dumps({"id": corpus.ids[i], "label": classes[int(p.argmax())],
                               "probabilities": {str(c): round(float(x), 6) for c, x in zip(classes, p)}}, ensure_ascii=False) + "\n")
+
+
+def _sniff_stdin() -> str:
+    """JSON lines when stdin starts with a JSON object ({"...), else plain text, one document per line."""
+    stream = getattr(sys.stdin, "buffer", None)
+    head = stream.peek(4096) if hasattr(stream, "peek") else b""
+    return "jsonl" if head.lstrip().lstrip(b"\xef\xbb\xbf").startswith(b'{"') else "lines"
 
 
 @app.command()
@@ -274,6 +321,9 @@ def tune(
     valid: Optional[str] = typer.Option(None, "--valid"),
     epochs: Optional[int] = typer.Option(None, "--epochs"),
     seed: int = typer.Option(0, "--seed"),
+    fmt: Optional[str] = typer.Option(None, "--format", help="Reader format (default: detected)."),
+    text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), comma separated."),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column."),
     sets: List[str] = typer.Option([], "--set"),
 ):
     """Learning-rate grid search on the validation split (as the HAN paper does); reports each trial."""
@@ -284,11 +334,22 @@ def tune(
     from docattn.data.prepare import prepare_paths
     from docattn.data.text import write_json_atomic
 
+    from docattn.models import get_spec
+
     console = Console()
-    rates = [float(x) for x in lr.split(",") if x.strip()]
+    try:
+        rates = [float(x) for x in lr.split(",") if x.strip()]
+    except ValueError:
+        raise DocattnError(f"--lr expects comma-separated numbers, got {lr!r}") from None
+    if not rates or any(r <= 0 for r in rates):
+        raise DocattnError(f"--lr needs at least one learning rate, all > 0, got {lr!r}")
+    if get_spec(model).layout == "bag":
+        raise DocattnError(f"{model} is not trained by gradient descent: there is no learning rate to tune "
+                           "(compare its settings with docattn benchmark --set KEY=VALUE)")
     options = {"seed": seed, **({"max_epochs": epochs} if epochs else {}), **_parse_sets(sets)}
     base = DocumentClassifier(model, **options)
-    data = prepare_paths(_resolve(train), valid and _resolve(valid), None, base.data_settings)
+    data = prepare_paths(_resolve(train), valid and _resolve(valid), None, base.data_settings,
+                         _reader_options(fmt, text_col, label_col))
     data.splits.pop("test", None)
     trials = []
     for rate in rates:
@@ -319,6 +380,9 @@ def benchmark(
     max_epochs: Optional[int] = typer.Option(None, "--max-epochs", help="Epoch budget per model (default: each model's own)."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Training time budget per model run, seconds."),
     test: Optional[str] = typer.Option(None, "--test", help="Test data, when --data has no test split of its own."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="Reader format (default: detected)."),
+    text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), comma separated."),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column."),
     sets: List[str] = typer.Option([], "--set", help="Options for every model, KEY=VALUE; MODEL:KEY=VALUE for one model."),
 ):
     """Train and test several models on the same splits; accuracy, cost, a table and a curve plot."""
@@ -339,17 +403,33 @@ def benchmark(
         common["max_epochs"] = max_epochs
     if max_time:
         common["max_time"] = max_time
-    data_settings = DataSettings(valid_fraction=valid_fraction)
-    prepared = prepare_paths(_resolve(data), None, test and _resolve(test), data_settings)
-    if "test" not in prepared.splits:
-        raise DocattnError(f"{data}: no test split to benchmark on (give a source with a test split)")
+    common["valid_fraction"] = valid_fraction
     names = [m.strip() for m in models.split(",") if m.strip()]
-    from docattn.models import get_spec
+    if not names:
+        raise DocattnError(f"--models names no model ({models!r})")
+    if seeds < 1:
+        raise DocattnError(f"--seeds must be >= 1, got {seeds}")
+    unused = sorted(set(per_model) - set(names))
+    if unused:
+        raise DocattnError(f"--set names {', '.join(unused)}, not in --models ({', '.join(names)})")
+    from docattn.classifier import DocumentClassifier
 
-    for name in names:
-        get_spec(name)  # fail before training anything
+    for name in names:  # unknown models or options fail before anything trains
+        DocumentClassifier(name, **{**common, **per_model.get(name, {})})
+    reader = _reader_options(fmt, text_col, label_col)
+    prepared: dict[str, object] = {}
+
+    def prepare_for(settings: DataSettings):
+        """Each model's own data settings (e.g. HCAN's text cleaning), one cached preparation per distinct one."""
+        key = json.dumps(settings.encoding_key(), sort_keys=True, default=str)
+        if key not in prepared:
+            prepared[key] = prepare_paths(_resolve(data), None, test and _resolve(test), settings, reader)
+            if "test" not in prepared[key].splits:
+                raise DocattnError(f"{data}: no test split to benchmark on (give --test, or a source with a test split)")
+        return prepared[key]
+
     seed_list = list(range(first_seed, first_seed + seeds))
-    rows = run_benchmark(names, prepared, seed_list, out, common, f"{Path(data).name}", per_model, log=console.print, runs=runs)
+    rows = run_benchmark(names, prepare_for, seed_list, out, common, f"{Path(data).name}", per_model, log=console.print, runs=runs)
     console.print((out / "results.md").read_text())
     console.print(f"wrote {out}/results.json, results.md, curves.png ({len(rows)} models)")
 

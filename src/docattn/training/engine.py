@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import os
 import sys
 import time
 import warnings
@@ -21,10 +22,12 @@ import torch
 import torch.nn.functional as F
 
 import lightning as L
-from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, EarlyStopping
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from docattn.data.batching import BucketBatchSampler, bucket_keys
 from docattn.data.encoding import EncodedCorpus
+from docattn.errors import CheckpointError, ConfigError
 from docattn.training.config import TrainConfig
 from docattn.training.inference import make_batch
 from docattn.training.metrics import confusion_matrix
@@ -92,7 +95,12 @@ class DocumentData(L.LightningDataModule):
                        workers=self.cfg.loader_workers)
 
     def val_dataloader(self):
-        return _loader(self.valid, self.layout, self.limits, max(self.cfg.batch_size, 128), False, 0, self.trainer, pad=False,
+        size, world = max(self.cfg.batch_size, 128), self.trainer.world_size if self.trainer is not None else 1
+        if world > 1:  # every rank needs at least one batch of its own (ranks take every world-th one)
+            if len(self.valid) < world:
+                raise ConfigError(f"{world} processes need at least {world} validation documents, got {len(self.valid)}")
+            size = min(size, len(self.valid) // world)
+        return _loader(self.valid, self.layout, self.limits, size, False, 0, self.trainer, pad=False,
                        workers=self.cfg.loader_workers)
 
 
@@ -211,6 +219,20 @@ class BestWeights(Callback):
         self.best_metrics = state.get("best_metrics", {})
 
 
+class ResumePoint(Callback):
+    """``checkpoints/last.ckpt`` after every training epoch, written to a temporary file and renamed,
+    so ``--resume`` continues a killed run from its last finished epoch (never from a torn file)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        trainer.save_checkpoint(tmp)  # every rank takes part; rank 0 writes
+        if trainer.is_global_zero:
+            os.replace(tmp, self.path)
+
+
 class MetricsLog(Callback):
     """One CSV row per validation: epoch, step, losses, accuracy, macro-F1, documents/s, elapsed time."""
 
@@ -225,6 +247,25 @@ class MetricsLog(Callback):
         self.epoch_seconds: list[float] = []  # wall time of each full training epoch, validation excluded
         self._t0 = self._te = self._tv = time.perf_counter()
         self._val_in_epoch = 0.0
+        self.resumed = False  # set by fit: continuing from a checkpoint keeps the rows up to it
+
+    def on_train_start(self, trainer, pl_module):
+        # a new run starts a new file; a resumed one drops the rows logged after its checkpoint
+        # (the validations of the epoch the interruption cut short) and continues the rest
+        if self.path is None or not trainer.is_global_zero or not self.path.exists():
+            return
+        kept = []
+        if self.resumed:
+            with open(self.path, newline="") as f:
+                kept = [r for r in csv.DictReader(f) if r.get("step", "").isdigit() and int(r["step"]) <= trainer.global_step]
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=self.COLUMNS, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(kept)
+        os.replace(tmp, self.path)
+        self.rows = [{k: (int(v) if k in ("epoch", "step") else float(v)) for k, v in r.items() if k in self.COLUMNS and v != ""}
+                     for r in kept]
 
     def on_train_epoch_start(self, trainer, pl_module):
         self._te = time.perf_counter()
@@ -298,6 +339,28 @@ def resolve_precision(cfg: TrainConfig) -> str:
     return "bf16-mixed" if wants_gpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
 
 
+def _trainer(cfg: TrainConfig, callbacks: list, val_interval, bar: bool, run_dir: Path | None) -> L.Trainer:
+    return L.Trainer(
+        max_epochs=cfg.max_epochs,
+        accelerator=cfg.accelerator,
+        devices=cfg.devices,
+        num_nodes=cfg.num_nodes,
+        strategy=cfg.strategy,
+        precision=resolve_precision(cfg),
+        gradient_clip_val=cfg.grad_clip,
+        val_check_interval=val_interval,
+        max_time=timedelta(seconds=cfg.max_time) if cfg.max_time else None,
+        logger=False,
+        callbacks=callbacks,
+        enable_checkpointing=False,  # ResumePoint writes the one checkpoint a run needs
+        enable_progress_bar=bar,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        use_distributed_sampler=False,
+        default_root_dir=str(run_dir) if run_dir is not None else None,
+    )
+
+
 def fit(
     model: torch.nn.Module,
     train: EncodedCorpus,
@@ -324,8 +387,14 @@ def fit(
     if cfg.patience:
         callbacks.append(EarlyStopping(cfg.monitor, patience=cfg.patience, mode=best.mode))
     ckpt_dir = run_dir / "checkpoints" if run_dir is not None else None
+    ckpt_path = None
     if ckpt_dir is not None:
-        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", save_top_k=0, save_last=True, enable_version_counter=False))
+        last = ckpt_dir / "last.ckpt"
+        ckpt_path = str(last) if resume and last.exists() else None
+        if not resume and last.exists():
+            last.unlink()  # an earlier run's: a later --resume must not continue it as this one
+        callbacks.append(ResumePoint(last))
+    log.resumed = ckpt_path is not None
     if bar:
         from lightning.pytorch.callbacks import RichProgressBar
 
@@ -340,33 +409,28 @@ def fit(
         val_interval = max(1, n_train_batches // cfg.val_per_epoch)
         if n_train_batches // val_interval > cfg.val_per_epoch:
             val_interval = -(-n_train_batches // cfg.val_per_epoch)
-    trainer = L.Trainer(
-        max_epochs=cfg.max_epochs,
-        accelerator=cfg.accelerator,
-        devices=cfg.devices,
-        num_nodes=cfg.num_nodes,
-        strategy=cfg.strategy,
-        precision=resolve_precision(cfg),
-        gradient_clip_val=cfg.grad_clip,
-        val_check_interval=val_interval,
-        max_time=timedelta(seconds=cfg.max_time) if cfg.max_time else None,
-        logger=False,
-        callbacks=callbacks,
-        enable_checkpointing=ckpt_dir is not None,
-        enable_progress_bar=bar,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        use_distributed_sampler=False,
-        default_root_dir=str(run_dir) if run_dir is not None else None,
-    )
-    ckpt_path = None
-    if resume and ckpt_dir is not None and (ckpt_dir / "last.ckpt").exists():
-        ckpt_path = str(ckpt_dir / "last.ckpt")
+    if cfg.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"accelerator={cfg.accelerator!r} but PyTorch sees no CUDA GPU here (use auto or cpu)")
+    try:
+        trainer = _trainer(cfg, callbacks, val_interval, bar, run_dir)
+    except (MisconfigurationException, ValueError, TypeError) as err:  # devices, strategy, precision Lightning refuses
+        raise ConfigError(f"training options: {err}") from None
     t0 = time.perf_counter()
-    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+    try:
+        trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+    except (RuntimeError, OSError, EOFError) as err:
+        if ckpt_path is None or trainer.global_step > 0:
+            raise
+        raise CheckpointError(f"{ckpt_path}: cannot resume from this checkpoint ({str(err).strip().splitlines()[0][:200]}); "
+                              "delete it to start the run again") from None
     seconds = time.perf_counter() - t0
     if best.best_state is not None:
         model.load_state_dict(best.best_state)
+    elif ckpt_path is not None and (run_dir / "model.safetensors").exists():
+        # resumed, and no validation since beat the best before the interruption: that one is on disk
+        from safetensors.torch import load_file
+
+        model.load_state_dict(load_file(str(run_dir / "model.safetensors")))
     return FitResult(
         best_metrics=best.best_metrics,
         history=log.rows,

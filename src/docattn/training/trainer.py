@@ -87,7 +87,13 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
     else:
         from docattn.training.engine import fit
 
-        if not resume:
+        resuming = resume and run_dir is not None and (run_dir / "checkpoints" / "last.ckpt").exists()
+        if resuming:  # the checkpoint holds the trained embeddings; keep what the run said about them
+            from docattn.training.run import read_config
+
+            prior = read_config(run_dir).get("results", {})
+            results.update({k: v for k, v in prior.items() if k in ("embeddings", "coverage", "embedding_seconds")})
+        else:
             results.update(init_embeddings(model, data, cfg))
         if run_dir is not None:
             save_run(run_dir, clf.model_name, model, clf.vocab, clf.labels, clf.data_settings, cfg, results, weights=False)
