@@ -40,7 +40,9 @@ def test_save_load_round_trip_identical(fitted, splits, tmp_path):
     te = splits["test"]
     fitted.save(tmp_path / "run")
     files = sorted(p.name for p in (tmp_path / "run").iterdir())
-    assert {"config.json", "vocab.json", "model.safetensors"} <= set(files)
+    assert {"config.json", "vocab.json", "model.safetensors", "metrics.csv"} <= set(files)  # what `train` writes
+    rows = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("epoch,step,") and len(rows) == 1 + len(fitted.results["history"])
     assert not any(f.endswith((".pkl", ".pt", ".pickle")) for f in files)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["model"] == "han" and config["labels"] == fitted.classes_ and "docattn_version" in config

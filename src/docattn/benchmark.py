@@ -166,13 +166,14 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> Path | None:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     drawn = 0
-    for r in rows:
+    for i, r in enumerate(rows):
         hist = r["trials"][0]["history"]
+        color = f"C{i % 10}"  # lines and scatter points have separate colour cycles: one colour per model
         if hist:
-            ax.plot([h["elapsed_s"] for h in hist], [100 * h["val_acc"] for h in hist], marker="o", label=r["model"])
+            ax.plot([h["elapsed_s"] for h in hist], [100 * h["val_acc"] for h in hist], marker="o", label=r["model"], color=color)
             drawn += 1
         elif r["valid_accuracy"]["mean"] is not None:
-            ax.scatter([r["train_seconds"]["mean"]], [100 * r["valid_accuracy"]["mean"]], marker="s", label=r["model"])
+            ax.scatter([r["train_seconds"]["mean"]], [100 * r["valid_accuracy"]["mean"]], marker="s", label=r["model"], color=color)
             drawn += 1
     if not drawn:
         plt.close(fig)

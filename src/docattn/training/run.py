@@ -16,7 +16,7 @@ from docattn.data.text import Vocabulary, write_json_atomic
 from docattn.errors import CheckpointError
 from docattn.training.config import TrainConfig
 
-CONFIG, VOCAB, WEIGHTS = "config.json", "vocab.json", "model.safetensors"
+CONFIG, VOCAB, WEIGHTS, METRICS = "config.json", "vocab.json", "model.safetensors", "metrics.csv"
 
 
 @dataclass
@@ -60,11 +60,26 @@ def save_run(run_dir, model_name: str, model, vocab: Vocabulary, labels: LabelMa
         "results": results or {},
     }
     write_json_atomic(run_dir / CONFIG, config)
+    history = config["results"].get("history")
+    if history and not (run_dir / METRICS).exists():  # trained without a run directory, saved afterwards
+        _write_metrics(run_dir / METRICS, history)
     if weights and hasattr(model, "save_artifacts"):  # non-neural baselines: their own arrays
         model.save_artifacts(run_dir)
     elif weights:
         save_weights(model, run_dir / WEIGHTS)
     return run_dir
+
+
+def _write_metrics(path: Path, history: list[dict]) -> None:
+    """The per-validation rows ``docattn train`` logs as it goes, from a finished run's history."""
+    import csv
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(history[0]), extrasaction="ignore")
+        w.writeheader()
+        w.writerows(history)
+    os.replace(tmp, path)
 
 
 def read_config(run_dir) -> dict:
