@@ -185,6 +185,10 @@ class TfidfBaseline(BagModel):
     def fitted(self) -> bool:
         return self.arrays is not None
 
+    def n_parameters(self) -> int | None:
+        """Learned numbers: the classifier's weights and biases (the benchmark's parameter column)."""
+        return None if self.arrays is None else int(self.arrays["weight"].size + self.arrays["bias"].size)
+
     # ------------------------------------------------------------------ features
     def _features(self, enc: EncodedCorpus) -> sp.csr_matrix:
         """tf-idf rows of ``enc`` over the fitted feature keys (unseen n-grams dropped)."""
@@ -305,7 +309,7 @@ class TfidfBaseline(BagModel):
 
     def save_artifacts(self, run_dir) -> Path:
         """Write the fitted arrays to ``run_dir/model.safetensors`` (temp file + rename)."""
-        from safetensors.numpy import save_file
+        from safetensors.numpy import save
 
         from docattn import __version__
 
@@ -313,7 +317,8 @@ class TfidfBaseline(BagModel):
         path = Path(run_dir) / ARTIFACTS
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         arrays = {k: np.ascontiguousarray(v) for k, v in self.arrays.items()}
-        save_file(arrays, str(tmp), metadata={**self._metadata(), "docattn_version": __version__})
+        # written by Python so the mode follows the umask (save_file makes a private 0600 file)
+        tmp.write_bytes(save(arrays, metadata={**self._metadata(), "docattn_version": __version__}))
         os.replace(tmp, path)
         return path
 
