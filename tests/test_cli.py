@@ -190,3 +190,17 @@ def test_ddp_two_cpu_processes_match_one(tmp_path):
         assert res.returncode == 0, res.stderr[-3000:]
         acc[devices] = json.loads((out / "config.json").read_text())["results"]["test"]["accuracy"]
     assert acc["2"] >= 0.9 and abs(acc["2"] - acc["1"]) <= 0.05, acc
+
+
+def test_train_says_what_the_readers_skipped_or_decoded(tmp_path):
+    sp = synthetic.make_splits(n_train=120, n_test=10, seed=4)
+    root = tmp_path / "data" / "train"
+    for i, (text, label) in enumerate(zip(sp["train"].texts, sp["train"].labels)):
+        (root / str(label)).mkdir(parents=True, exist_ok=True)
+        (root / str(label) / f"{i}.txt").write_text(text, encoding="utf-8")
+    (root / str(sp["train"].labels[0]) / "latin.txt").write_bytes("un caf\xe9 tr\xe8s bon".encode("latin-1"))
+    (root / str(sp["train"].labels[0]) / "empty.txt").write_text("  \n")
+    env = {**os.environ, "DOCATTN_CACHE": str(tmp_path / "cache")}
+    res = run_cli("train", "--train", str(tmp_path / "data"), "--out", str(tmp_path / "run"), "--epochs", "1", *TINY, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "skipped empty documents: 1" in res.stderr and "not UTF-8, read as Latin-1" in res.stderr

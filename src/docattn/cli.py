@@ -165,6 +165,7 @@ def train(
     info = data.info
     console.print(f"data: {info.get('documents')} documents, vocabulary {len(data.vocab)}, {len(data.labels)} classes "
                   f"(cache: {info.get('cache', 'off')})")
+    _print_skipped(console, info)
     clf.fit_prepared(data, run_dir=out, resume=resume)
     if not clf.results.get("is_global_zero", True):
         return
@@ -179,6 +180,17 @@ def train(
         t = clf.results["test"]
         console.print(f"test: accuracy {t['accuracy']:.4f}, macro-F1 {t['macro_f1']:.4f} ({t['documents']} documents)")
     console.print(f"run directory: {out}")
+
+
+def _print_skipped(console, info: dict) -> None:
+    """Say what the readers dropped or re-decoded, so it is never silent."""
+    skipped = info.get("skipped") or {}
+    empty = sum(int(v.get("skipped_empty", 0)) for v in skipped.values())
+    decoded = sum(int(v.get("decode_errors", 0)) for v in skipped.values())
+    if empty:
+        console.print(f"skipped empty documents: {empty}")
+    if decoded:
+        console.print(f"documents that were not UTF-8, read as Latin-1 (or with U+FFFD, as errors= says): {decoded}")
 
 
 # options --resume may change: how long and how fast to go on, where, and how loudly

@@ -376,6 +376,9 @@ def fit(
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*transfer_batch_to_device.*")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    # under DDP the validation counts are summed over ranks before logging (on_validation_epoch_end);
+    # the progress figures (train_loss) are rank 0's own
+    warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed setting.*")
     L.seed_everything(cfg.seed, verbose=False)
     module = ClassifierModule(model, cfg)
     data = DocumentData(train, valid, model.layout, limits, cfg)
