@@ -105,18 +105,24 @@ def test_resume_continues_with_the_runs_own_settings(trained_run, tmp_path):
 
     run = tmp_path / "run"
     shutil.copytree(trained_run / "run", run)
+    config = json.loads((run / "config.json").read_text())
+    config["training"]["seed"] = 3  # as if trained with --seed 3: a resume without --seed keeps it
+    (run / "config.json").write_text(json.dumps(config))
     env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
     train = ["train", "--train", str(trained_run / "train.jsonl"), "--out", str(run), "--resume"]
     res = run_cli(*train, "--model", "hpan", env=env)
     assert res.returncode == 2 and "'han' run" in res.stderr and "Traceback" not in res.stderr
     res = run_cli(*train, "--set", "hidden_size=4", env=env)
     assert res.returncode == 2 and "hidden_size" in res.stderr and "Traceback" not in res.stderr
+    res = run_cli(*train, "--seed", "5", env=env)
+    assert res.returncode == 2 and "seed" in res.stderr
     before = json.loads((run / "config.json").read_text())
-    res = run_cli(*train, "--epochs", "2", env=env)  # no --model, no sizes: the run's own
+    res = run_cli(*train, "--epochs", "2", env=env)  # no --model, no sizes, no seed: the run's own
     assert res.returncode == 0, res.stderr[-2000:]
     after = json.loads((run / "config.json").read_text())
     assert after["model"] == before["model"] and after["hparams"] == before["hparams"]
     assert after["results"]["embeddings"] == "random" and after["training"]["max_epochs"] == 2
+    assert after["training"]["seed"] == 3
     epochs = [int(line.split(",")[0]) for line in (run / "metrics.csv").read_text().splitlines()[1:]]
     assert epochs == sorted(epochs) and epochs[-1] == 1 and epochs.count(0) == before["training"]["val_per_epoch"]
 

@@ -123,7 +123,7 @@ def train(
     batch_size: Optional[int] = typer.Option(None, "--batch-size"),
     lr: Optional[float] = typer.Option(None, "--lr"),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="sgd, adam or adamw."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (default 0; with --resume, the run's)."),
     valid_fraction: Optional[float] = typer.Option(None, "--valid-fraction"),
     min_count: Optional[int] = typer.Option(None, "--min-count"),
     max_sentences: Optional[int] = typer.Option(None, "--max-sentences"),
