@@ -201,15 +201,17 @@ _RESUME_FREE = {"max_epochs", "max_time", "patience", "accelerator", "devices", 
 def _resume_options(out: Path, model: Optional[str], options: dict) -> tuple[str, dict]:
     """The interrupted run's model and settings, with the options given now on top; an option that
     would change the model or its data (the checkpoint could not be loaded into it) is an error."""
+    from docattn.data.prepare import DataSettings
     from docattn.training.run import read_config
 
     config = read_config(out)
     try:
         saved_model, hparams = config["model"], dict(config["hparams"])
-        saved = {**config["data"], **config["data"].get("text", {}), **config["training"]}
+        data = DataSettings.from_json(config["data"]).to_json()  # fills what older runs did not record
+        text = data.pop("text")
+        saved = {**data, **text, **config["training"]}
     except (KeyError, TypeError, AttributeError) as err:
         raise DocattnError(f"{out / 'config.json'}: cannot resume, malformed field {err}") from None
-    saved.pop("text", None)
     if model is not None and model != saved_model:
         raise DocattnError(f"{out} is a {saved_model!r} run: --resume cannot continue it as {model!r}")
     saved = {**saved, **hparams}
