@@ -219,6 +219,11 @@ class BestWeights(Callback):
         self.best_metrics = state.get("best_metrics", {})
 
 
+def resume_checkpoint(run_dir: Path) -> Path:
+    """Where a run's ``--resume`` checkpoint lives (written by ``ResumePoint``)."""
+    return run_dir / "checkpoints" / "last.ckpt"
+
+
 class ResumePoint(Callback):
     """``checkpoints/last.ckpt`` after every training epoch, written to a temporary file and renamed,
     so ``--resume`` continues a killed run from its last finished epoch (never from a torn file)."""
@@ -389,10 +394,9 @@ def fit(
     callbacks: list[Callback] = [best, log]
     if cfg.patience:
         callbacks.append(EarlyStopping(cfg.monitor, patience=cfg.patience, mode=best.mode))
-    ckpt_dir = run_dir / "checkpoints" if run_dir is not None else None
     ckpt_path = None
-    if ckpt_dir is not None:
-        last = ckpt_dir / "last.ckpt"
+    if run_dir is not None:
+        last = resume_checkpoint(run_dir)
         ckpt_path = str(last) if resume and last.exists() else None
         if not resume and last.exists():
             last.unlink()  # an earlier run's: a later --resume must not continue it as this one
