@@ -280,3 +280,17 @@ def test_cspan_semantic_scale_sharpens_attention_over_small_word_vectors():
     assert self_weight(16.0)[0] > 0.5  # sharpened: each word mostly keeps itself
     with pytest.raises(ValueError):
         tiny("cspan", semantic_scale=0.0)
+
+
+def test_cspan_embedding_dropout_acts_in_training_only():
+    """Word-vector dropout changes training outputs, leaves evaluation exact, and checks its range."""
+    batch = padded_batch()
+    plain, dropped = tiny("cspan"), tiny("cspan", embedding_dropout=0.5)
+    with torch.no_grad():
+        assert torch.equal(plain(batch).logits, dropped(batch).logits)  # eval: dropout is identity
+        dropped.train()
+        noisy = dropped(batch).logits
+    assert torch.isfinite(noisy).all() and not torch.allclose(noisy, plain(batch).logits)
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="embedding_dropout"):
+            tiny("cspan", embedding_dropout=bad)
