@@ -145,6 +145,30 @@ def test_embedding_weight_decay_group(data):
     assert all(g["weight_decay"] == 1e-2 for g in default.param_groups)
 
 
+@pytest.mark.filterwarnings("ignore:You are trying")
+def test_label_smoothing_softens_the_training_targets_only(data):
+    """The training loss is cross-entropy against (1 - e) one-hot + e / C; validation loss stays plain."""
+    import torch
+    import torch.nn.functional as F
+    from docattn.data.batching import hierarchical_batch
+    from docattn.models import create_model
+    from docattn.training.config import TrainConfig
+    from docattn.training.engine import ClassifierModule
+
+    torch.manual_seed(0)
+    model = create_model("han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8)
+    batch = hierarchical_batch(data.splits["train"], range(16))
+    logits = model(batch).logits.float()
+    target = F.one_hot(batch.labels, 4).float() * 0.8 + 0.2 / 4
+    smoothed = ClassifierModule(model, TrainConfig(label_smoothing=0.2)).training_step(batch, 0)
+    assert torch.allclose(smoothed, -(target * logits.log_softmax(-1)).sum(-1).mean(), atol=1e-6)
+    plain = ClassifierModule(model, TrainConfig()).training_step(batch, 0)
+    assert torch.allclose(plain, F.cross_entropy(logits, batch.labels), atol=1e-6)
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ConfigError, match="label_smoothing"):
+            DocumentClassifier("han", label_smoothing=bad)
+
+
 def test_bad_training_options():
     with pytest.raises(ConfigError):
         DocumentClassifier("han", schedule="exponential")

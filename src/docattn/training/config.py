@@ -23,6 +23,9 @@ class TrainConfig:
     step_size: int = 10  # epochs between decays ("step")
     milestones: list[int] = field(default_factory=list)  # epochs ("multistep", CSPAN: 20, 25)
     gamma: float = 0.1
+    # the training loss's targets put this much probability evenly on all classes (Szegedy et al. 2016);
+    # validation loss stays plain cross-entropy
+    label_smoothing: float = 0.0
     grad_clip: float | None = 5.0  # gradient norm clipping
     val_every_n_steps: int | None = None  # None: validate after each epoch (or val_per_epoch times)
     val_per_epoch: int = 1  # validations per epoch when val_every_n_steps is None: finer best-checkpoint choice
@@ -52,6 +55,8 @@ class TrainConfig:
             raise ConfigError(f"monitor must be val_acc, val_macro_f1 or val_loss, got {self.monitor!r}")
         if self.val_per_epoch < 1:
             raise ConfigError(f"val_per_epoch must be >= 1, got {self.val_per_epoch}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if self.loader_workers < 0:
             raise ConfigError(f"loader_workers must be >= 0, got {self.loader_workers}")
         if self.batch_size < 1 or self.max_epochs < 1 or self.lr <= 0:

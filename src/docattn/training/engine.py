@@ -117,7 +117,7 @@ class ClassifierModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         out = self.model(batch)
-        loss = F.cross_entropy(out.logits.float(), batch.labels)
+        loss = F.cross_entropy(out.logits.float(), batch.labels, label_smoothing=self.cfg.label_smoothing)
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch))
         for name, value in out.stats.items():
             self.log(name, value, on_step=False, on_epoch=True, batch_size=len(batch))
