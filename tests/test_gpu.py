@@ -139,6 +139,25 @@ def test_han_packed_rnn_on_cuda_matches_the_cpu_and_trains_in_bf16(corpus):
     assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
+@pytest.mark.parametrize("how", ["one group", "length groups", "groups where memory is short"])
+def test_han_word_groups_on_cuda_match_the_cpu(how, corpus, monkeypatch):
+    """HAN's word encoder on a GPU: one group (the default), equal groups, and the fallback to length
+    groups when one group would not fit give the CPU's logits."""
+    from docattn.models import han as han_module
+
+    torch.backends.cudnn.allow_tf32 = False
+    cpu_model = build("han")
+    model = build("han", length_groups=3 if how == "length groups" else 0)
+    model.load_state_dict(cpu_model.state_dict())
+    if how == "groups where memory is short":
+        monkeypatch.setattr(han_module, "_one_group_fits", lambda positions, device: False)
+    batch = make_batch(corpus, np.arange(len(corpus)), "hierarchical", {})
+    with torch.no_grad():
+        expected = cpu_model(batch).logits
+        got = model.to("cuda")(batch.to("cuda")).logits.cpu()
+    torch.testing.assert_close(got, expected, atol=2e-4, rtol=2e-4)
+
+
 def test_loader_workers_pin_batches_for_the_gpu():
     """With loader_workers on a GPU, batches arrive in page-locked memory and training completes."""
     from docattn import DocumentClassifier

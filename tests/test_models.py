@@ -278,6 +278,17 @@ def test_han_packed_rnn_matches_length_groups():
         torch.testing.assert_close(a, b)
 
 
+def test_han_one_group_only_where_it_fits_in_memory():
+    """On a GPU HAN pads a batch's sentences to one width unless that would be large: small always,
+    over 1M positions never, in between only on CUDA with room (not on the CPU, MPS or meta)."""
+    from docattn.models.han import _one_group_fits
+
+    for device in ("cpu", "meta"):
+        assert _one_group_fits(1 << 18, torch.device(device))
+        assert not _one_group_fits((1 << 18) + 1, torch.device(device))
+        assert not _one_group_fits((1 << 20) + 1, torch.device(device))
+
+
 def test_pooling_never_picks_padding():
     from docattn.models.layers import masked_max, masked_mean
 
