@@ -3,7 +3,9 @@
 # First used on 2026-11-23 (results/gpu_h100_20261123/README.md). A session has 30 minutes of device
 # time, one call runs at most 10, and an idle machine goes back after 30 s (a fresh start costs a
 # minute or more), so plan calls of 8-9 minutes each. Order them: steps, hanfam, selfatt, news.
-# HAN's GPU epoch (issue 3: <= 3 s): speed, speed-packed and speed-workers each take about 2.5 minutes.
+# The second session (results/gpu_h100_20261123_second/README.md) ran: (info prepare steps speedvar
+# gputests), (prepare selfatt), (prepare news-han), (speedvar profile), han-b128, hanfam-seeds.
+# HAN's GPU epoch (issue 3: <= 3 s): speedvar (4 variants, untruncated only) takes about 2.5 minutes.
 #
 # The machine is bare and offline, and only the repository travels, so the caller carries
 #   .gpu/whl/       wheels the image lacks: gensim, smart_open, entmax, captum
@@ -58,6 +60,23 @@ for path, vf in (('$IMDB', 0.3), ('$NEWS', 0.1)):
         timeout 170 python3 benchmarks/han_speed.py --data $IMDB --epochs 3 --infer-batch-size 1024 > "$LOGS/han_speed.log" 2>&1
         grep -E "^(truncated|untruncated)" "$LOGS/han_speed.log"
         ;;
+    speedvar)  # HAN's untruncated IMDB epoch (issue 3: <= 3 s) for each GPU variant: 2 epochs each, ~45 s a variant
+        for v in "" "--set loader_workers=4" "--batch-size 128 --set loader_workers=4" "--batch-size 256 --set loader_workers=4"; do
+            log="$LOGS/han_speed$(echo "$v" | tr -c 'a-z0-9' _).log"
+            timeout 120 python3 benchmarks/han_speed.py --data $IMDB --epochs 2 --parts untruncated --no-word2vec \
+                --infer-batch-size 1024 $v > "$log" 2>&1
+            echo "[${v:-default}] $(grep -E '^untruncated' "$log" | cut -c1-220)"
+        done
+        ;;
+    profile)  # where HAN's training step goes on the GPU: torch.profiler's top operators, batch 64 and 256
+        timeout 120 python3 benchmarks/step_times.py --data $IMDB --steps 10 --profile han > "$LOGS/profile_han.log" 2>&1
+        timeout 60 python3 benchmarks/step_times.py --data $IMDB --steps 10 --batch-size 256 han > "$LOGS/step_times_b256.log" 2>&1
+        grep "^{'model'" "$LOGS/profile_han.log" "$LOGS/step_times_b256.log"
+        ;;
+    gputests)  # the CUDA tests alone
+        timeout 200 python3 -m pytest -q -n 8 -p no:cacheprovider --tb=short -rfE -W ignore tests/test_gpu.py 2>&1 \
+            | tee "$LOGS/test_gpu.log" | tail -8
+        ;;
     speed-packed)  # the same with both BiGRUs as one packed cuDNN call per level (HAN's packed_rnn)
         timeout 170 python3 benchmarks/han_speed.py --data $IMDB --epochs 3 --infer-batch-size 1024 --set packed_rnn=true \
             > "$LOGS/han_speed_packed.log" 2>&1
@@ -73,7 +92,7 @@ for path, vf in (('$IMDB', 0.3), ('$NEWS', 0.1)):
             --models han,hcan,can-two-target,sanet,sanet-big,cspan
         ;;
     steps)  # training-step and inference times of each family on the same batches, alone (HCAN's 2x claim)
-        timeout 240 python3 benchmarks/step_times.py --data $IMDB han han,length_groups=1 han,length_groups=2 han,packed_rnn=1 hcan hcan,dropout=0.0 can-two-target sanet sanet-big cspan \
+        timeout 240 python3 benchmarks/step_times.py --data $IMDB han han,length_groups=2 han,packed_rnn=1 hcan hcan,length_groups=1 hcan,dropout=0.0 can-two-target sanet sanet-big cspan \
             > "$LOGS/step_times.log" 2>&1
         grep "^{'model'" "$LOGS/step_times.log"
         ;;
@@ -101,6 +120,28 @@ for path, vf in (('$IMDB', 0.3), ('$NEWS', 0.1)):
         OMP_NUM_THREADS=4 bench gpu_20news_sanet --data $NEWS --valid-fraction 0.1 --seeds 3 --models sanet,sanet-noatt \
             --set optimizer=adam --set lr=0.002 --set schedule=cosine --set scaled=true --set position_scale=0.1 \
             --set embedding_lr=0.00025 --set embedding_dim=200 --max-epochs 6 --max-time 60 &
+        wait
+        ;;
+    hanfam-seeds)  # han, hpan, hsan with their defaults, one job per model and seed (merge with merge_seeds.py)
+        # run as 9 jobs at once, 5 ran out of memory before HAN's one-group bound (commit 47392dd) and were rerun 5 + 1
+        for seed in 0 1 2; do for m in han hpan hsan; do
+            OMP_NUM_THREADS=2 bench gpu_imdb_${m}_s$seed --data $IMDB --models $m --seeds 1 --first-seed $seed &
+        done; done
+        wait
+        ;;
+    han-b128)  # HAN's recipe at batch 128, where one IMDB epoch takes 2.8 s: does accuracy hold? 3 seeds as 3 jobs
+        for seed in 0 1 2; do
+            OMP_NUM_THREADS=4 bench gpu_imdb_han_b128_s$seed --data $IMDB --models han --seeds 1 --first-seed $seed --set batch_size=128 &
+        done
+        wait
+        ;;
+    news-han)  # 20 Newsgroups HAN (issue 3: >= 85%): the CPU's best set-up and label smoothing 0.2, each seed its own job
+        C="--data $NEWS --valid-fraction 0.1 --seeds 1 --models han --max-epochs 6 --max-time 150 --set val_per_epoch=2 \
+           --set embedding_lr=0.002 --set hidden_size=100 --set word2vec_epochs=50 --set dropout=0.2"
+        for seed in 0 1 2; do
+            OMP_NUM_THREADS=2 bench gpu_20news_han_ls01_s$seed $C --first-seed $seed --set label_smoothing=0.1 &
+            OMP_NUM_THREADS=2 bench gpu_20news_han_ls02_s$seed $C --first-seed $seed --set label_smoothing=0.2 &
+        done
         wait
         ;;
     *)

@@ -36,6 +36,8 @@ def main() -> None:
     ap.add_argument("--data", default=str(SHARED_DATA / "imdb" / "aclImdb.tar.gz"))
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--profile", action="store_true", help="print torch.profiler's top operators for each model")
     args = ap.parse_args()
     import numpy as np
     import torch
@@ -52,7 +54,7 @@ def main() -> None:
     data = prepare_paths(args.data, settings=DataSettings(valid_fraction=0.3))
     train = data.splits["train"]
     rng = np.random.default_rng(0)
-    docs = [rng.choice(len(train), 64, replace=False) for _ in range(args.steps + 2)]
+    docs = [rng.choice(len(train), args.batch_size, replace=False) for _ in range(args.steps + 2)]
     rows = []
     for spec in args.models:
         name, hp = parse_spec(spec)
@@ -77,6 +79,15 @@ def main() -> None:
             step(b)
         sync()
         step_s = (time.perf_counter() - t0) / args.steps
+        if args.profile:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+                for b in batches[2:5]:
+                    step(b)
+                sync()
+            for key in ("self_cuda_time_total" if cuda else "self_cpu_time_total", "self_cpu_time_total"):
+                print(prof.key_averages().table(sort_by=key, row_limit=14, max_name_column_width=60), flush=True)
         model.eval()
         with torch.no_grad(), torch.autocast(dev, torch.bfloat16, enabled=cuda):
             t0 = time.perf_counter()
@@ -85,10 +96,10 @@ def main() -> None:
             sync()
             infer_s = (time.perf_counter() - t0) / len(batches)
         row = {"model": name, "hparams": hp, "ms_per_step": round(1000 * step_s, 1),
-               "train_docs_per_s": round(64 / step_s), "inference_docs_per_s": round(64 / infer_s)}
+               "train_docs_per_s": round(args.batch_size / step_s), "inference_docs_per_s": round(args.batch_size / infer_s)}
         print(row, flush=True)
         rows.append(row)
-    write_result(f"step_times_{'gpu' if cuda else 'cpu'}", {"batch_size": 64, "steps": args.steps, "rows": rows})
+    write_result(f"step_times_{'gpu' if cuda else 'cpu'}", {"batch_size": args.batch_size, "steps": args.steps, "rows": rows})
 
 
 if __name__ == "__main__":
