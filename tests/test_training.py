@@ -113,7 +113,7 @@ def test_sgd_with_separate_embedding_group(data):
 
     model = create_model("han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8)
     cfg = TrainConfig(optimizer="sgd", lr=0.01, momentum=0.9, embedding_lr=0.001, embedding_momentum=0.0, schedule="multistep", milestones=[2])
-    opt = ClassifierModule(model, cfg).configure_optimizers()["optimizer"]
+    (opt,), _ = ClassifierModule(model, cfg).configure_optimizers()
     groups = {len(g["params"]): g for g in opt.param_groups}
     emb = next(g for g in opt.param_groups if any(p is model.embedding.weight for p in g["params"]))
     assert emb["lr"] == 0.001 and emb["momentum"] == 0.0
@@ -167,6 +167,39 @@ def test_label_smoothing_softens_the_training_targets_only(data):
     for bad in (-0.1, 1.0):
         with pytest.raises(ConfigError, match="label_smoothing"):
             DocumentClassifier("han", label_smoothing=bad)
+
+
+def test_warmup_rises_linearly_then_hands_over_to_the_schedule(data):
+    """warmup_steps=4 with a cosine over 2 epochs: lr/4, 2lr/4, 3lr/4, lr, then the cosine, whose
+    first epoch boundary may fall inside the warm-up (the two factors multiply); a real fit runs it."""
+    import math
+
+    from docattn.models import create_model
+    from docattn.training.config import TrainConfig
+    from docattn.training.engine import ClassifierModule
+
+    model = create_model("han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8)
+    cfg = TrainConfig(lr=0.1, embedding_lr=0.02, schedule="cosine", max_epochs=4, warmup_steps=4)
+    (opt,), configs = ClassifierModule(model, cfg).configure_optimizers()
+    (cosine, warm) = (c["scheduler"] for c in configs)
+    assert [c["interval"] for c in configs] == ["epoch", "step"]
+    seen = []
+    for step in range(8):  # epochs of 3 steps: the cosine steps after steps 2 and 5
+        seen.append([g["lr"] for g in opt.param_groups])
+        opt.step()
+        warm.step()
+        if step % 3 == 2:
+            cosine.step()
+    factor = [min(k + 1, 4) / 4 * (1 + math.cos(math.pi * (k // 3) / 4)) / 2 for k in range(8)]
+    for lrs, f in zip(seen, factor):
+        assert lrs == pytest.approx([0.1 * f, 0.02 * f])
+    plain = ClassifierModule(model, TrainConfig(lr=0.1, warmup_steps=3)).configure_optimizers()
+    assert [c["interval"] for c in plain[1]] == ["step"]
+    with pytest.raises(ConfigError, match="warmup_steps"):
+        DocumentClassifier("han", warmup_steps=-1)
+    clf = DocumentClassifier("han", max_epochs=1, lr=0.004, schedule="none", warmup_steps=2, embeddings="random",
+                             progress=False, embedding_dim=16, hidden_size=8, context_dim=8).fit_prepared(data)
+    assert clf.results["history"][-1]["lr"] == pytest.approx(0.004)  # warmed up by the end of the epoch
 
 
 def test_bad_training_options():

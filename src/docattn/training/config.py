@@ -23,6 +23,9 @@ class TrainConfig:
     step_size: int = 10  # epochs between decays ("step")
     milestones: list[int] = field(default_factory=list)  # epochs ("multistep", CSPAN: 20, 25)
     gamma: float = 0.1
+    # the learning rate rises linearly from 1/warmup_steps of its value over this many optimizer steps, then
+    # follows the schedule (Vaswani et al. 2017): large self-attention models diverge without it
+    warmup_steps: int = 0
     # the training loss's targets put this much probability evenly on all classes (Szegedy et al. 2016);
     # validation loss stays plain cross-entropy
     label_smoothing: float = 0.0
@@ -57,6 +60,8 @@ class TrainConfig:
             raise ConfigError(f"val_per_epoch must be >= 1, got {self.val_per_epoch}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.warmup_steps < 0:
+            raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.loader_workers < 0:
             raise ConfigError(f"loader_workers must be >= 0, got {self.loader_workers}")
         if self.batch_size < 1 or self.max_epochs < 1 or self.lr <= 0:

@@ -177,15 +177,18 @@ class ClassifierModule(L.LightningModule):
             opt = torch.optim.Adam(groups, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, fused=fused)
         else:
             opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, fused=fused)
-        if cfg.schedule == "none":
-            return opt
+        schedulers = []
         if cfg.schedule == "step":
-            sched = torch.optim.lr_scheduler.StepLR(opt, cfg.step_size, cfg.gamma)
+            schedulers.append(torch.optim.lr_scheduler.StepLR(opt, cfg.step_size, cfg.gamma))
         elif cfg.schedule == "multistep":
-            sched = torch.optim.lr_scheduler.MultiStepLR(opt, cfg.milestones, cfg.gamma)
-        else:
-            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.max_epochs)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+            schedulers.append(torch.optim.lr_scheduler.MultiStepLR(opt, cfg.milestones, cfg.gamma))
+        elif cfg.schedule == "cosine":
+            schedulers.append(torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.max_epochs))
+        configs = [{"scheduler": sched, "interval": "epoch"} for sched in schedulers]
+        if cfg.warmup_steps:  # created last, stepped per batch: both scale the rate multiplicatively, so they compose
+            warmup = torch.optim.lr_scheduler.LinearLR(opt, 1.0 / cfg.warmup_steps, 1.0, total_iters=cfg.warmup_steps - 1)
+            configs.append({"scheduler": warmup, "interval": "step"})
+        return ([opt], configs) if configs else opt
 
 
 class BestWeights(Callback):
