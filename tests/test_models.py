@@ -280,7 +280,7 @@ def test_han_packed_rnn_matches_length_groups():
 
 def test_han_one_group_only_where_it_fits_in_memory():
     """On a GPU HAN pads a batch's sentences to one width unless that would be large: small always,
-    over 1M positions never, in between only on CUDA with room (not on the CPU, MPS or meta)."""
+    over 1M positions never, in between only on CUDA with room (never on the CPU or meta)."""
     from docattn.models.han import _one_group_fits
 
     for device in ("cpu", "meta"):

@@ -170,7 +170,7 @@ def test_label_smoothing_softens_the_training_targets_only(data):
 
 
 def test_warmup_rises_linearly_then_hands_over_to_the_schedule(data):
-    """warmup_steps=4 with a cosine over 2 epochs: lr/4, 2lr/4, 3lr/4, lr, then the cosine, whose
+    """warmup_steps=4 with a cosine over 4 epochs of 3 steps: lr/4, 2lr/4, 3lr/4, lr, then the cosine, whose
     first epoch boundary may fall inside the warm-up (the two factors multiply); a real fit runs it."""
     import math
 
