@@ -228,7 +228,7 @@ def test_length_groups_partition_rows_by_length():
     from docattn.models.layers import length_groups
 
     lengths = torch.tensor([5, 1, 30, 2, 5, 29, 1, 3])
-    for kwargs in ({}, {"groups": 3}, {"step_cost": 0.0}, {"step_cost": 1e9}):
+    for kwargs in ({}, {"groups": 3}, {"step_cost": 0.0}, {"step_cost": 1e9}, {"step_cost": 10.0, "quadratic": 1.0}):
         groups = length_groups(lengths, **kwargs)
         rows = torch.cat(groups)
         assert sorted(rows.tolist()) == list(range(8))
@@ -237,6 +237,8 @@ def test_length_groups_partition_rows_by_length():
     assert len(length_groups(lengths, step_cost=0.0)) == 6  # free steps: one group per distinct length
     assert len(length_groups(lengths, step_cost=1e9)) == 1  # costly steps: pad everything once
     assert [len(g) for g in length_groups(lengths, step_cost=10.0)] == [6, 2]  # the two long rows apart
+    # W^2 pricing (self-attention) makes padding short rows to 5 dear: every length range splits off
+    assert [len(g) for g in length_groups(lengths, step_cost=10.0, quadratic=1.0)] == [2, 2, 2, 1, 1]
 
 
 def test_han_distinct_word_projection_matches_per_position():

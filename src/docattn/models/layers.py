@@ -331,12 +331,14 @@ class PaddedBiLSTM(PaddedBiRNN):
     cell = nn.LSTM
 
 
-def length_groups(lengths: torch.Tensor, groups: int = 0, step_cost: float = 256.0) -> list[torch.Tensor]:
+def length_groups(lengths: torch.Tensor, groups: int = 0, step_cost: float = 256.0,
+                  quadratic: float = 0.0) -> list[torch.Tensor]:
     """Row indices sorted by length and cut into groups, each to be padded to its own longest row.
 
     A recurrence pays per step and per padded position, so ``groups=0`` picks the cuts that
-    minimise ``step_cost * steps + padded positions`` exactly (dynamic programming over the
-    distinct lengths); ``groups=n`` cuts n equal-sized groups instead.
+    minimise ``step_cost * groups + sum of padded row costs`` exactly (dynamic programming over
+    the distinct lengths), a row padded to width W costing ``W + quadratic * W**2`` (self-attention
+    pays for its W x W scores); ``groups=n`` cuts n equal-sized groups instead.
     """
     order = torch.argsort(lengths)
     if groups > 0 or len(order) < 2:
@@ -345,7 +347,8 @@ def length_groups(lengths: torch.Tensor, groups: int = 0, step_cost: float = 256
     rows_upto = np.concatenate([[0], np.cumsum(counts)])  # rows no longer than values[j - 1]
     best, cut = np.zeros(len(values) + 1), np.zeros(len(values) + 1, dtype=np.int64)
     for j in range(1, len(values) + 1):  # the last group holds lengths values[i:j]
-        costs = best[:j] + step_cost + values[j - 1] * (rows_upto[j] - rows_upto[:j])
+        width = values[j - 1] * (1.0 + quadratic * values[j - 1])  # cost of one row padded to values[j - 1]
+        costs = best[:j] + step_cost + width * (rows_upto[j] - rows_upto[:j])
         cut[j] = np.argmin(costs)
         best[j] = costs[cut[j]]
     ends, j = [], len(values)
