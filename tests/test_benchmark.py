@@ -123,3 +123,33 @@ def test_benchmark_argument_errors(tmp_path):
                           (["--models", "han", "--set", "hiden_size=3"], "hiden_size")):
         res = runner.invoke(app, ["benchmark", "--data", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "b"), *args])
         assert res.exit_code != 0 and message in str(res.exception), (args, res.exception)
+
+
+def test_benchmark_jobs_run_trials_in_workers_with_the_same_results(tmp_path, monkeypatch):
+    """--jobs 2: trials in two worker processes give the rows a one-at-a-time run gives (same threads)."""
+    from docattn.benchmark import PathData, run_benchmark
+
+    monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))  # inherited by the spawned workers
+    sp = synthetic.make_splits(n_train=200, n_test=60, seed=5)
+    for split in ("train", "test"):
+        with open(tmp_path / f"{split}.jsonl", "w") as f:
+            for t, y in zip(sp[split].texts, sp[split].labels):
+                f.write(json.dumps({"text": t, "label": y}) + "\n")
+    data = PathData(tmp_path / "train.jsonl", tmp_path / "test.jsonl")
+    opts = {"max_epochs": 1}
+    per_model = {"han": {"embedding_dim": 16, "hidden_size": 8, "context_dim": 8, "embeddings": "random", "min_count": 2},
+                 "logreg": {"min_df": 1}}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # what each of 2 workers gets on a 2-core machine
+    try:
+        one = run_benchmark(["han", "logreg"], data, [0, 1], tmp_path / "seq", opts, "t", per_model, log=lambda *a: None)
+    finally:
+        torch.set_num_threads(threads)
+    lines = []
+    two = run_benchmark(["han", "logreg"], data, [0, 1], tmp_path / "par", opts, "t", per_model, log=lines.append, jobs=2)
+    assert [r["model"] for r in two] == ["han", "logreg"] and [r["seeds"] for r in two] == [[0, 1], [0, 1]]
+    for a, b in zip(one, two):
+        assert [t["test_accuracy"] for t in a["trials"]] == [t["test_accuracy"] for t in b["trials"]]
+    about = json.loads((tmp_path / "par" / "run.json").read_text())
+    assert about["jobs"] == 2 and about["threads_per_job"] >= 1 and about["finished_models"] == ["han", "logreg"]
+    assert any("2 at a time" in line for line in lines)

@@ -115,6 +115,68 @@ def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedDa
     }
 
 
+class PathData:
+    """The prepared splits of files, per model data settings: one cached encoding per distinct setting.
+
+    Picklable (paths and options only), so a worker process of ``run_benchmark(jobs=N)`` rebuilds
+    it and reloads the encodings from the disk cache the main process wrote.
+    """
+
+    def __init__(self, train, test=None, reader: dict | None = None, name: str = ""):
+        self.train, self.test, self.reader, self.name = train, test, reader or {}, name or str(train)
+        self._prepared: dict[str, PreparedData] = {}
+
+    def __getstate__(self):
+        return {**self.__dict__, "_prepared": {}}  # arrays reload from the cache, not through a pipe
+
+    def __call__(self, settings: DataSettings) -> PreparedData:
+        from docattn.data.prepare import prepare_paths
+        from docattn.errors import DocattnError
+
+        key = json.dumps(settings.encoding_key(), sort_keys=True, default=str)
+        if key not in self._prepared:
+            data = prepare_paths(self.train, None, self.test, settings, self.reader)
+            if "test" not in data.splits:
+                raise DocattnError(f"{self.name}: no test split to benchmark on (give --test, or a source with a test split)")
+            self._prepared[key] = data
+        return self._prepared[key]
+
+
+class _PrefixedLines:
+    """A text stream that starts every line with a tag: which trial a worker's progress line is from."""
+
+    def __init__(self, stream, tag: str):
+        self.stream, self.tag, self.fresh = stream, tag, True
+
+    def write(self, text: str) -> int:
+        out = []
+        for piece in text.splitlines(keepends=True):
+            out.append((self.tag if self.fresh else "") + piece)
+            self.fresh = piece.endswith("\n")
+        self.stream.write("".join(out))
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def _worker_start(threads: int) -> None:
+    """A benchmark worker process: this many CPU threads for torch, so N workers share the cores."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _run_in_worker(model: str, data, seed: int, options: dict, run_dir: Path | None) -> dict:
+    import sys
+
+    sys.stderr = _PrefixedLines(sys.stderr, f"[{model} seed {seed}] ")
+    try:
+        return run_one(model, data, seed, options, run_dir)
+    finally:
+        sys.stderr = sys.stderr.stream
+
+
 def _mean_std(values) -> dict:
     vals = [v for v in values if v is not None]
     if not vals:
@@ -210,38 +272,78 @@ def machine_info() -> dict:
     return info
 
 
-def run_record(models: list[str], seeds: list[int], options: dict, per_model: dict | None) -> dict:
+def run_record(models: list[str], seeds: list[int], options: dict, per_model: dict | None, jobs: int = 1) -> dict:
     """What a results folder needs to be rerun and compared: the command, the date, the machine."""
     import shlex
     import sys
 
     return {"command": shlex.join(["docattn", *sys.argv[1:]]), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "machine": machine_info(), "models": models, "seeds": seeds, "options": options,
-            "per_model": per_model or {}}
+            "per_model": per_model or {}, "jobs": jobs,
+            "threads_per_job": _threads_per_job(jobs) if jobs > 1 else None}
+
+
+def _threads_per_job(jobs: int) -> int:
+    return max(1, (os.cpu_count() or 1) // jobs)
 
 
 def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings], PreparedData], seeds: list[int], out: Path,
-                  options: dict, title: str, per_model: dict | None = None, log=print, runs: Path | None = None) -> list[dict]:
+                  options: dict, title: str, per_model: dict | None = None, log=print, runs: Path | None = None,
+                  jobs: int = 1) -> list[dict]:
     """Train every model with every seed; rows are written after each model, so a crash keeps them.
 
     With ``runs``, each trial's run directory is kept as ``runs/MODEL-seedN`` (for `explain`,
-    `faithfulness` or `evaluate` afterwards).
+    `faithfulness` or `evaluate` afterwards). With ``jobs`` > 1, trials run that many at a time in
+    worker processes with cores/jobs torch threads each: on a small CPU, two one-thread trials get
+    more done than one two-thread trial, whose small matrix products do not split well. Each
+    trial's documents/s are then those of a process sharing the machine. ``data`` must then be
+    picklable (``PathData``, or prepared splits, which are copied to each worker).
     """
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
-    started, about = time.perf_counter(), run_record(models, seeds, options, per_model)
-    for model in models:
-        trials = []
-        for seed in seeds:
-            opts = {**options, **(per_model or {}).get(model, {})}
-            log(f"{model} seed {seed}: training")
-            trial = run_one(model, data, seed, opts, runs / f"{model}-seed{seed}" if runs else None)
-            trials.append(trial)
-            log(f"{model} seed {seed}: test accuracy {trial['test_accuracy']}, {trial['train_seconds']:.1f} s")
+    started, about = time.perf_counter(), run_record(models, seeds, options, per_model, jobs)
+    options_of = {m: {**options, **(per_model or {}).get(m, {})} for m in models}
+    run_dir = lambda m, seed: runs / f"{m}-seed{seed}" if runs else None  # noqa: E731
+
+    def finish(model: str, trials: list[dict]) -> None:
         rows.append(summarize(model, trials))
         write_json_atomic(out / "results.json", rows)
         (out / "results.md").write_text(markdown_table(rows, title), encoding="utf-8")
         write_json_atomic(out / "run.json", {**about, "wall_seconds": time.perf_counter() - started,
                                              "finished_models": [r["model"] for r in rows]})
+
+    def done(model: str, trial: dict) -> dict:
+        log(f"{model} seed {trial['seed']}: test accuracy {trial['test_accuracy']}, {trial['train_seconds']:.1f} s")
+        return trial
+
+    if jobs <= 1:
+        for model in models:
+            trials = []
+            for seed in seeds:
+                log(f"{model} seed {seed}: training")
+                trials.append(done(model, run_one(model, data, seed, options_of[model], run_dir(model, seed))))
+            finish(model, trials)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        if callable(data):  # encode each model's data once here, so workers only reload the cache
+            from docattn.classifier import DocumentClassifier
+
+            for model in models:
+                data(DocumentClassifier(model, **options_of[model]).data_settings)
+        pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_start, initargs=(_threads_per_job(jobs),))
+        with pool:
+            log(f"{len(models) * len(seeds)} trials, {jobs} at a time, {_threads_per_job(jobs)} thread(s) each")
+            futures = {(m, seed): pool.submit(_run_in_worker, m, data, seed, options_of[m], run_dir(m, seed))
+                       for m in models for seed in seeds}
+            try:
+                for model in models:  # rows in the order asked for, each written once its seeds are done
+                    finish(model, [done(model, futures[(model, seed)].result()) for seed in seeds])
+            except BaseException:
+                for f in futures.values():
+                    f.cancel()
+                raise
     plot_curves(rows, out / "curves.png", title)
     return rows

@@ -398,12 +398,12 @@ def benchmark(
     text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), comma separated."),
     label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column."),
     sets: List[str] = typer.Option([], "--set", help="Options for every model, KEY=VALUE; MODEL:KEY=VALUE for one model."),
+    jobs: int = typer.Option(1, "--jobs", help="Trials at a time, in worker processes sharing the CPU cores (2 on a 2-core CPU: more done per hour)."),
 ):
     """Train and test several models on the same splits; accuracy, cost, a table and a curve plot."""
     from rich.console import Console
 
-    from docattn.benchmark import run_benchmark
-    from docattn.data.prepare import DataSettings, prepare_paths
+    from docattn.benchmark import PathData, run_benchmark
 
     console = Console()
     common, per_model = {}, {}
@@ -430,20 +430,13 @@ def benchmark(
 
     for name in names:  # unknown models or options fail before anything trains
         DocumentClassifier(name, **{**common, **per_model.get(name, {})})
-    reader = _reader_options(fmt, text_col, label_col)
-    prepared: dict[str, object] = {}
-
-    def prepare_for(settings: DataSettings):
-        """Each model's own data settings (e.g. HCAN's text cleaning), one cached preparation per distinct one."""
-        key = json.dumps(settings.encoding_key(), sort_keys=True, default=str)
-        if key not in prepared:
-            prepared[key] = prepare_paths(_resolve(data), None, test and _resolve(test), settings, reader)
-            if "test" not in prepared[key].splits:
-                raise DocattnError(f"{data}: no test split to benchmark on (give --test, or a source with a test split)")
-        return prepared[key]
-
+    if jobs < 1:
+        raise DocattnError(f"--jobs must be >= 1, got {jobs}")
+    # each model's own data settings (e.g. HCAN's text cleaning), one cached preparation per distinct one
+    prepare_for = PathData(_resolve(data), test and _resolve(test), _reader_options(fmt, text_col, label_col), name=data)
     seed_list = list(range(first_seed, first_seed + seeds))
-    rows = run_benchmark(names, prepare_for, seed_list, out, common, f"{Path(data).name}", per_model, log=console.print, runs=runs)
+    rows = run_benchmark(names, prepare_for, seed_list, out, common, f"{Path(data).name}", per_model, log=console.print,
+                         runs=runs, jobs=jobs)
     console.print((out / "results.md").read_text())
     console.print(f"wrote {out}/results.json, results.md, curves.png ({len(rows)} models)")
 
