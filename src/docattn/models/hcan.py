@@ -43,7 +43,8 @@ Choices the paper leaves open or that differ from it (the equations follow the p
   - W^q, W^k, W^v are one Conv1d with 3d filters (same parameters), computed as one matrix
     product over each position's 3-word window (``conv_window3``); on CPU the word hierarchy runs
     on length-sorted groups of sentences whose cuts are priced by padding and W^2 attention cost
-    (``length_groups``), so short sentences carry less padding (6x faster steps at d 64);
+    (``length_groups``), so short sentences carry less padding (8x faster steps than
+    4 equal groups at d 64 on one thread: ``benchmarks/step_times.py``);
   - training: batches of 64 with Adam lr 1e-3 (paper: one document at a time, lr 2e-5), see below.
 Memory: self-attention keeps (N, h, T, T) weights, so flat variants on 1000-token documents need
 about N * h * 4 MB per attention at float32; hierarchical variants only (S, h, W, W) and (B, h, L, L).
