@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from docattn.data import readers
-from docattn.data.readers import detect_format, read_corpus, read_splits
+from docattn.data.readers import detect_format, read_corpus, read_splits, read_texts
 from docattn.errors import ConfigError, DataError
 
 
@@ -210,6 +210,29 @@ def test_folder_layout_imdb_like(imdb_like):
     assert train.classes == ["neg", "pos"]
     assert train.stats == {"skipped_empty": 1, "decode_errors": 1}
     assert test.texts == ["awful", "superb"] and test.labels == ["neg", "pos"]
+
+
+def test_read_texts_takes_training_text_with_unlabelled_folders_and_never_test(imdb_like):
+    texts = read_texts(imdb_like)
+    assert texts.labels is None
+    assert texts.ids == ["aclImdb/train/neg/0_2.txt", "aclImdb/train/pos/0_9.txt", "aclImdb/train/pos/1_8.txt",
+                         "aclImdb/train/unsup/0_0.txt"]
+    assert "superb" not in texts.texts and "awful" not in texts.texts
+    assert texts.stats["skipped_empty"] == 1
+
+
+def test_read_texts_from_files_and_trees_without_splits(tmp_path):
+    lines = write(tmp_path / "more.txt", "one review\n\nanother review\n")
+    assert read_texts(lines).texts == ["one review", "another review"]
+    csv_file = write(tmp_path / "l.csv", "text,label\ngood,pos\nbad,neg\n")
+    assert read_texts(csv_file).texts == ["good", "bad"] and read_texts(csv_file).labels is None
+    bbc = build_tree(tmp_path / "bbc", {"bbc/tech/001.txt": "chips", "bbc/sport/001.txt": "goal"})
+    assert sorted(read_texts(bbc).texts) == ["chips", "goal"]
+    only_test = build_tree(tmp_path / "t", {"d/test/pos/1.txt": "x", "d/test/neg/2.txt": "y"})
+    with pytest.raises(DataError, match="no training split"):
+        read_texts(only_test)
+    with pytest.raises(DataError, match="not found|no such"):
+        read_texts(tmp_path / "missing.txt")
 
 
 def test_folder_newsgroups_and_bbc_like(tmp_path):

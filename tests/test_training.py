@@ -106,6 +106,28 @@ def test_word2vec_initialisation(data):
     np.testing.assert_array_equal(sg, again)  # one worker thread: reproducible
 
 
+def test_word2vec_reads_extra_unlabelled_text(data, tmp_path):
+    """Text from word2vec_text moves the vectors, is cached under its own name, and needs word2vec."""
+    from docattn.training.trainer import _cached_word2vec
+    from docattn.training.config import TrainConfig
+
+    words = data.vocab.tokens[3:40]
+    extra = tmp_path / "unlabelled.txt"
+    extra.write_text("".join(" ".join(words[i:] + words[:i]) + "\n" for i in range(200)), encoding="utf-8")
+    data.info["cache"] = str(tmp_path)
+    try:
+        plain = _cached_word2vec(data, 16, TrainConfig(word2vec_epochs=1))
+        more = _cached_word2vec(data, 16, TrainConfig(word2vec_epochs=1, word2vec_text=str(extra)))
+    finally:
+        data.info.pop("cache")
+    assert more.shape == plain.shape and not np.allclose(more[3:40], plain[3:40])
+    assert len(list(tmp_path.glob("word2vec-x*-d16-e1-s0.npy"))) == 1 and (tmp_path / "word2vec-d16-e1-s0.npy").exists()
+    with pytest.raises(ConfigError, match="word2vec_text"):
+        TrainConfig(embeddings="random", word2vec_text=str(extra))
+    with pytest.raises(DataError, match="no such"):
+        DocumentClassifier("han", max_epochs=1, word2vec_text=str(tmp_path / "missing.txt"), **TINY).fit_prepared(data)
+
+
 def test_sgd_with_separate_embedding_group(data):
     from docattn.training.config import TrainConfig
     from docattn.training.engine import ClassifierModule

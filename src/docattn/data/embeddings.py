@@ -38,13 +38,15 @@ def train_word2vec(
     seed: int = 0,
     workers: int | None = None,
     skipgram: bool = False,
+    extra: EncodedCorpus | None = None,
 ) -> np.ndarray:
     """(len(vocab), dim) matrix from gensim word2vec on the training sentences: CBOW (fast) or
     ``skipgram`` (slower; Mikolov et al. found it better for rare words and small corpora).
 
     Sentences are fed as id strings, so the vectors line up with the vocabulary by id; PAD is 0
-    and words word2vec did not keep get small random vectors. ``workers``: gensim threads, by
-    default the cores this process may use, at most 8.
+    and words word2vec did not keep get small random vectors. ``extra``: more text encoded with
+    the same vocabulary (unlabelled reviews, say), read after the training sentences.
+    ``workers``: gensim threads, by default the cores this process may use, at most 8.
     """
     import os
 
@@ -52,10 +54,8 @@ def train_word2vec(
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     workers = workers or min(8, cores)
-    id_strings = corpus.tokens.astype(np.int64).astype(str)
-    sentences = np.split(id_strings, corpus.sentence_offsets[1:-1])
     model = Word2Vec(
-        sentences=[s.tolist() for s in sentences],
+        sentences=_IdSentences([corpus] if extra is None else [corpus, extra], len(vocab)),
         vector_size=dim,
         window=window,
         min_count=min_count,
@@ -70,6 +70,21 @@ def train_word2vec(
     matrix[keys] = model.wv.vectors
     matrix[PAD] = 0.0
     return matrix
+
+
+class _IdSentences:
+    """Sentences of encoded corpora as lists of id strings, built afresh on each of word2vec's
+    passes so a large corpus is never held in memory as Python strings."""
+
+    def __init__(self, corpora: list[EncodedCorpus], vocab_size: int):
+        self.corpora = corpora
+        self.names = np.array([str(i) for i in range(vocab_size)], dtype=object)
+
+    def __iter__(self):
+        for corpus in self.corpora:
+            tokens, offsets = np.asarray(corpus.tokens), np.asarray(corpus.sentence_offsets)
+            for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+                yield self.names[tokens[start:end]].tolist()
 
 
 def load_vectors(path: str | Path, vocab: Vocabulary, corpus: EncodedCorpus | None = None, seed: int = 0) -> tuple[np.ndarray, Coverage]:

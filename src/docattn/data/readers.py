@@ -32,7 +32,7 @@ from typing import Any, Callable, ContextManager, Hashable, Iterable, Iterator
 from docattn.data.corpus import Corpus
 from docattn.errors import ConfigError, DataError
 
-__all__ = ["FORMATS", "STDIN", "detect_format", "read_corpus", "read_splits"]
+__all__ = ["FORMATS", "STDIN", "detect_format", "read_corpus", "read_splits", "read_texts"]
 
 FORMATS = ("csv", "tsv", "jsonl", "zhang", "tang", "folder", "fasttext", "lines")
 STDIN = "-"
@@ -86,6 +86,29 @@ def read_corpus(
     """
     splits = _read(path, format, options, split=split, single=True)
     return next(iter(splits.values()))
+
+
+def read_texts(path: str | os.PathLike, format: str | None = None, **options: Any) -> Corpus:
+    """Unlabelled text for word vectors: the documents of the training split of ``path`` (all of
+    it when the source has no splits), labels ignored.
+
+    Folder trees also give their unlabelled folders (aclImdb's 50,000 reviews in train/unsup).
+    A test split is never read, so test text cannot reach the vectors. Options as in
+    :func:`read_splits`.
+    """
+    source = None if str(path) == STDIN else _existing(path)
+    if source is not None and (source.is_dir() or _is_archive(source)):
+        tree = _open_tree(source)
+        if (format or _detect_tree(tree)) == "folder":
+            _check_options("folder", options)
+            return _read_folder_texts(tree, options.get("on_empty", "skip"), options.get("errors", "latin-1"))
+    splits = read_splits(path, format, **options)
+    name = "train" if "train" in splits else "all"
+    if name not in splits:
+        raise DataError(f"{path}: no training split to take text from (splits: {', '.join(splits)})")
+    corpus = splits[name]
+    corpus.labels = None
+    return corpus
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -882,12 +905,13 @@ def _pax_path(records: bytes) -> bytes | None:
 # --------------------------------------------------------------------------- folder-per-label
 
 
-def _folder_documents(tree: _Tree) -> list[tuple[str, str, str]]:
+def _folder_documents(tree: _Tree, unlabelled: bool = False) -> list[tuple[str, str, str]]:
     """(member, label, split) of every document: a file whose folder has no subfolders.
 
     The label is that folder's name; the split is the nearest ancestor named train/test/dev/valid
     or ending in -train/-test, else "all". Files beside subfolders (README, imdb.vocab, urls_*.txt,
-    labeledBow.feat) and folders named like a split or ``unsup`` are not documents.
+    labeledBow.feat) and folders named like a split are not documents; nor are those of ``unsup``
+    unless ``unlabelled`` asks for them.
     """
     folders = set(tree.folders)
     for path in tree.paths:
@@ -902,7 +926,7 @@ def _folder_documents(tree: _Tree) -> list[tuple[str, str, str]]:
         if not parent or parent in has_subfolders:
             continue
         *ancestors, label = parent.split("/")
-        if label in _IGNORED_FOLDERS or label.lower() in _SPLIT_ALIASES:
+        if (label in _IGNORED_FOLDERS and not unlabelled) or label.lower() in _SPLIT_ALIASES:
             continue
         split = next((s for s in map(_split_name, reversed(ancestors)) if s), "all")
         documents.append((path, label, split))
@@ -929,6 +953,20 @@ def _read_folder(tree: _Tree, split: str | None, single: bool, on_empty: str, er
             docs.add(tree.where(member), member, text, label)
         result[name] = docs.corpus(labeled=True, classes=list(classes))
     return result
+
+
+def _read_folder_texts(tree: _Tree, on_empty: str, errors: str) -> Corpus:
+    """Every document of a folder tree's training split (or of all of it), unlabelled folders included."""
+    documents = _folder_documents(tree, unlabelled=True)
+    splits = {s for _, _, s in documents}
+    name = "train" if "train" in splits else "all"
+    docs = _Documents(tree.name, on_empty)
+    for member, _, doc_split in documents:
+        if doc_split == name:
+            text = _clean(_decode_document(tree.read(member), tree.where(member), errors, docs.stats))
+            docs.add(tree.where(member), member, text.replace("\r\n", "\n"))
+    hint = "" if name in splits else f" (no training split; splits: {', '.join(_ordered_splits(splits))})"
+    return docs.corpus(labeled=False, hint=hint)
 
 
 def _group_sources(tree: _Tree, members: dict[str, str], options: dict[str, Any], what: str) -> dict[str, _Source]:

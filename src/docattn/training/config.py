@@ -46,6 +46,9 @@ class TrainConfig:
     # SANet +0.7; IMDB HAN +0.24 over 3 seeds: benchmarks/README.md); 5 keeps the documented defaults' results
     word2vec_epochs: int = 5
     word2vec_skipgram: bool = False  # skip-gram instead of CBOW
+    # more text for word2vec, labels ignored: the training split of a file, folder or archive (aclImdb
+    # gives its 50,000 unlabelled train/unsup reviews too); test text is never read
+    word2vec_text: str | None = None
     max_time: float | None = None  # seconds; training stops at the budget and keeps the best model
     loader_workers: int = 0  # processes building batches beside training (0: the training process builds them)
     progress: bool = True  # a live progress bar on a terminal; a line per validation elsewhere (logs, nohup, CI)
@@ -62,6 +65,8 @@ class TrainConfig:
             raise ConfigError(f"val_per_epoch must be >= 1, got {self.val_per_epoch}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.word2vec_text and self.embeddings != "word2vec":
+            raise ConfigError(f"word2vec_text feeds word2vec, but embeddings is {self.embeddings!r}")
         if self.warmup_steps < 0:
             raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.loader_workers < 0:

@@ -44,16 +44,30 @@ def _cached_word2vec(data: PreparedData, dim: int, cfg) -> np.ndarray:
 
     folder = data.info.get("cache")
     kind = "-sg" if cfg.word2vec_skipgram else ""
+    if cfg.word2vec_text:
+        from docattn.data.encoding import fingerprint_path
+
+        kind += f"-x{fingerprint_path(cfg.word2vec_text)[:16]}"
     path = Path(folder) / f"word2vec{kind}-d{dim}-e{cfg.word2vec_epochs}-s{cfg.seed}.npy" if folder else None
     if path is not None and path.exists():
         return np.load(path)
     matrix = train_word2vec(data.splits["train"], data.vocab, dim=dim, epochs=cfg.word2vec_epochs, seed=cfg.seed,
-                            skipgram=cfg.word2vec_skipgram)
+                            skipgram=cfg.word2vec_skipgram, extra=_word2vec_text(data, cfg.word2vec_text))
     if path is not None:
         tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
         np.save(tmp, matrix)
         os.replace(tmp, path)
     return matrix
+
+
+def _word2vec_text(data: PreparedData, path: str | None):
+    """``path``'s unlabelled training text, encoded with the run's vocabulary (None without a path)."""
+    if not path:
+        return None
+    from docattn.data.encoding import encode_corpus
+    from docattn.data.readers import read_texts
+
+    return encode_corpus(read_texts(path), data.vocab, None)
 
 
 def evaluate_encoded(clf, enc) -> dict:
