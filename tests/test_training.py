@@ -128,6 +128,29 @@ def test_word2vec_reads_extra_unlabelled_text(data, tmp_path):
         DocumentClassifier("han", max_epochs=1, word2vec_text=str(tmp_path / "missing.txt"), **TINY).fit_prepared(data)
 
 
+def test_ema_scores_keeps_and_saves_the_averaged_weights(data, tmp_path):
+    """Under ema_decay the weights kept, returned and written are the average validation scored."""
+    import torch
+    from safetensors.torch import load_file
+
+    from docattn.training.inference import predict_logits
+
+    def rescored_loss(model) -> float:
+        logits = torch.from_numpy(predict_logits(model, data.splits["valid"], 64, {}))
+        return float(torch.nn.functional.cross_entropy(logits, torch.from_numpy(np.asarray(data.splits["valid"].labels))))
+
+    options = dict(max_epochs=2, embeddings="random", val_per_epoch=2, monitor="val_loss", **TINY)
+    ema = DocumentClassifier("han", ema_decay=0.9, **options).fit_prepared(data, run_dir=tmp_path / "ema")
+    plain = DocumentClassifier("han", **options).fit_prepared(data)
+    assert rescored_loss(ema.model) == pytest.approx(ema.results["best"]["val_loss"], rel=1e-4)
+    saved = load_file(str(tmp_path / "ema" / "model.safetensors"))
+    assert all(torch.equal(saved[k], v) for k, v in ema.model.state_dict().items())
+    same_start = [a.equal(b) for a, b in zip(ema.model.state_dict().values(), plain.model.state_dict().values())]
+    assert not all(same_start)  # the average is not the last weights
+    with pytest.raises(ConfigError, match="ema_decay"):
+        DocumentClassifier("han", ema_decay=1.0, **TINY)
+
+
 def test_sgd_with_separate_embedding_group(data):
     from docattn.training.config import TrainConfig
     from docattn.training.engine import ClassifierModule

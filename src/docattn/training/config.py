@@ -30,6 +30,9 @@ class TrainConfig:
     # validation loss stays plain cross-entropy
     label_smoothing: float = 0.0
     grad_clip: float | None = 5.0  # gradient norm clipping
+    # validate, keep and return an exponential moving average of the weights, moved (1 - decay) of the way
+    # after every step (Polyak averaging; 0.99 averages over about the last 100 steps); None: the weights
+    ema_decay: float | None = None
     val_every_n_steps: int | None = None  # None: validate after each epoch (or val_per_epoch times)
     val_per_epoch: int = 1  # validations per epoch when val_every_n_steps is None: finer best-checkpoint choice
     monitor: str = "val_acc"  # "val_acc", "val_macro_f1" or "val_loss"
@@ -67,6 +70,8 @@ class TrainConfig:
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if self.word2vec_text and self.embeddings != "word2vec":
             raise ConfigError(f"word2vec_text feeds word2vec, but embeddings is {self.embeddings!r}")
+        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
+            raise ConfigError(f"ema_decay must be in (0, 1), got {self.ema_decay}")
         if self.warmup_steps < 0:
             raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.loader_workers < 0:

@@ -1,8 +1,9 @@
 """Training on Lightning: optimisers and schedules, validation, best model, resume, DDP, bf16.
 
 Lightning runs the loop, devices, precision and data parallelism; docattn supplies the model,
-its bucketed batches (one sampler that is also rank-aware under DDP), and three callbacks:
-the best-so-far weights by a validation metric, a metrics CSV and documents/s.
+its bucketed batches (one sampler that is also rank-aware under DDP), and its callbacks: the
+best-so-far weights by a validation metric, a metrics CSV and documents/s, a resume checkpoint
+and, when asked, an exponential moving average of the weights.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import lightning as L
-from lightning.pytorch.callbacks import Callback, EarlyStopping
+from lightning.pytorch.callbacks import Callback, EarlyStopping, WeightAveraging
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from docattn.data.batching import BucketBatchSampler, bucket_keys
@@ -191,11 +192,30 @@ class ClassifierModule(L.LightningModule):
         return ([opt], configs) if configs else opt
 
 
-class BestWeights(Callback):
-    """Keeps the weights of the best validation so far (and calls ``on_best`` with them on rank 0)."""
+class EMAWeights(WeightAveraging):
+    """Polyak averaging on Lightning's ``WeightAveraging``: after every optimizer step the average
+    moves towards the weights by (1 - decay), and validation, the best weights and the final model
+    all use the average, which smooths out where the last few batches happened to push the model."""
 
-    def __init__(self, monitor: str, on_best=None):
+    def __init__(self, decay: float):
+        from torch.optim.swa_utils import get_ema_multi_avg_fn
+
+        super().__init__(use_buffers=False, multi_avg_fn=get_ema_multi_avg_fn(decay))
+
+    def validated_model(self, pl_module) -> torch.nn.Module:
+        """The docattn model whose weights validation just scored: the running average."""
+        average = self._average_model
+        return average.module.model if average is not None else pl_module.model
+
+
+class BestWeights(Callback):
+    """Keeps the weights of the best validation so far (and calls ``on_best`` with them on rank 0).
+
+    ``validated_model(pl_module)`` gives the model validation scored (an average under EMA)."""
+
+    def __init__(self, monitor: str, on_best=None, validated_model=None):
         self.monitor, self.on_best = monitor, on_best
+        self.validated_model = validated_model or (lambda pl_module: pl_module.model)
         self.mode = "min" if monitor == "val_loss" else "max"
         self.best_score: float | None = None
         self.best_state: dict | None = None
@@ -207,12 +227,13 @@ class BestWeights(Callback):
         score = float(trainer.callback_metrics[self.monitor])
         better = self.best_score is None or (score < self.best_score if self.mode == "min" else score > self.best_score)
         if better:
+            model = self.validated_model(pl_module)
             self.best_score = score
-            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in pl_module.model.state_dict().items()}
+            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             self.best_metrics = {k: float(trainer.callback_metrics[k]) for k in ("val_acc", "val_macro_f1", "val_loss")}
             self.best_metrics.update(epoch=trainer.current_epoch, step=trainer.global_step)
             if self.on_best is not None and trainer.is_global_zero:
-                self.on_best(pl_module.model, self.best_metrics)
+                self.on_best(model, self.best_metrics)
 
     def state_dict(self):
         return {"best_score": self.best_score, "best_metrics": self.best_metrics}
@@ -390,11 +411,12 @@ def fit(
     L.seed_everything(cfg.seed, verbose=False)
     module = ClassifierModule(model, cfg)
     data = DocumentData(train, valid, model.layout, limits, cfg)
-    best = BestWeights(cfg.monitor, on_best)
+    ema = EMAWeights(cfg.ema_decay) if cfg.ema_decay else None
+    best = BestWeights(cfg.monitor, on_best, ema.validated_model if ema else None)
     # a live bar needs a terminal: redirected to a file it would print nothing until the end
     bar = cfg.progress and sys.stderr.isatty()
     log = MetricsLog(run_dir / "metrics.csv" if run_dir is not None else None, echo=cfg.progress_lines or (cfg.progress and not bar))
-    callbacks: list[Callback] = [best, log]
+    callbacks: list[Callback] = ([ema] if ema else []) + [best, log]
     if cfg.patience:
         callbacks.append(EarlyStopping(cfg.monitor, patience=cfg.patience, mode=best.mode))
     ckpt_path = None
