@@ -122,6 +122,28 @@ def test_test_split_is_scored_on_the_gpu_then_the_model_returns_to_the_cpu(monke
     assert next(clf.model.parameters()).device.type == "cpu"
 
 
+def test_ema_average_lives_on_the_gpu_beside_the_model(monkeypatch):
+    """Lightning builds the average before it moves the model: EMAWeights moves it after."""
+    from docattn import DocumentClassifier
+    from docattn.data import synthetic
+    from docattn.data.prepare import DataSettings, prepare
+    from docattn.training import engine
+
+    sp = synthetic.make_splits(n_train=200, n_test=50, seed=4)
+    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+    seen = []
+    real = engine.EMAWeights.on_train_batch_end
+
+    def spy(self, trainer, pl_module, *args):
+        seen.append(next(self._average_model.module.parameters()).device.type)
+        return real(self, trainer, pl_module, *args)
+
+    monkeypatch.setattr(engine.EMAWeights, "on_train_batch_end", spy)
+    clf = DocumentClassifier("han", max_epochs=1, device="gpu", embeddings="random", progress=False, ema_decay=0.9,
+                             embedding_dim=16, hidden_size=8, context_dim=8).fit_prepared(data)
+    assert seen and set(seen) == {"cuda"} and clf.results["test"]["documents"] == 50
+
+
 def test_han_packed_rnn_on_cuda_matches_the_cpu_and_trains_in_bf16(corpus):
     """``packed_rnn``: cuDNN's packed bidirectional GRU gives the CPU's logits; a bf16 step is finite."""
     torch.backends.cudnn.allow_tf32 = False

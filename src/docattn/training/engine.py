@@ -202,6 +202,12 @@ class EMAWeights(WeightAveraging):
 
         super().__init__(use_buffers=False, multi_avg_fn=get_ema_multi_avg_fn(decay))
 
+    def on_fit_start(self, trainer, pl_module):
+        # setup() built the average before Lightning moved the model to its device: follow it there,
+        # or every step would copy all weights off the GPU and average them on the CPU
+        if self._average_model is not None:
+            self._average_model.to(pl_module.device)
+
     def validated_model(self, pl_module) -> torch.nn.Module:
         """The docattn model whose weights validation just scored: the running average."""
         average = self._average_model
