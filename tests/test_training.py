@@ -145,8 +145,8 @@ def test_ema_scores_keeps_and_saves_the_averaged_weights(data, tmp_path):
     assert rescored_loss(ema.model) == pytest.approx(ema.results["best"]["val_loss"], rel=1e-4)
     saved = load_file(str(tmp_path / "ema" / "model.safetensors"))
     assert all(torch.equal(saved[k], v) for k, v in ema.model.state_dict().items())
-    same_start = [a.equal(b) for a, b in zip(ema.model.state_dict().values(), plain.model.state_dict().values())]
-    assert not all(same_start)  # the average is not the last weights
+    same = [a.equal(b) for a, b in zip(ema.model.state_dict().values(), plain.model.state_dict().values())]
+    assert not all(same)  # the average is not what the same run without it keeps
     with pytest.raises(ConfigError, match="ema_decay"):
         DocumentClassifier("han", ema_decay=1.0, **TINY)
 

@@ -946,13 +946,18 @@ def _read_folder(tree: _Tree, split: str | None, single: bool, on_empty: str, er
         for member, label, doc_split in documents:
             if doc_split != name:
                 continue
-            # each file has its own encoding: 20 Newsgroups has Latin-1 posts among UTF-8 ones
-            text = _clean(_decode_document(tree.read(member), tree.where(member), errors, docs.stats))
-            if "\r" in text:
-                text = text.replace("\r\n", "\n")
-            docs.add(tree.where(member), member, text, label)
+            _add_file(docs, tree, member, errors, label)
         result[name] = docs.corpus(labeled=True, classes=list(classes))
     return result
+
+
+def _add_file(docs: _Documents, tree: _Tree, member: str, errors: str, label: Hashable = None) -> None:
+    """One file of a folder tree as a document, decoded on its own."""
+    # each file has its own encoding: 20 Newsgroups has Latin-1 posts among UTF-8 ones
+    text = _clean(_decode_document(tree.read(member), tree.where(member), errors, docs.stats))
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    docs.add(tree.where(member), member, text, label)
 
 
 def _read_folder_texts(tree: _Tree, on_empty: str, errors: str) -> Corpus:
@@ -963,8 +968,7 @@ def _read_folder_texts(tree: _Tree, on_empty: str, errors: str) -> Corpus:
     docs = _Documents(tree.name, on_empty)
     for member, _, doc_split in documents:
         if doc_split == name:
-            text = _clean(_decode_document(tree.read(member), tree.where(member), errors, docs.stats))
-            docs.add(tree.where(member), member, text.replace("\r\n", "\n"))
+            _add_file(docs, tree, member, errors)
     hint = "" if name in splits else f" (no training split; splits: {', '.join(_ordered_splits(splits))})"
     return docs.corpus(labeled=False, hint=hint)
 
