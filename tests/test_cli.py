@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from docattn.cli import app
+from docattn.cli import _default_reach, app
 from docattn.data import synthetic
+from docattn.models import get_spec
 
 DOCATTN = [sys.executable, "-m", "docattn.cli"]
 TINY = ["--set", "embedding_dim=16", "--set", "hidden_size=8", "--set", "context_dim=8", "--embeddings", "random",
@@ -39,6 +40,11 @@ def test_models_lists_registry():
     assert res.exit_code == 0
     for name in ("han", "han-ave", "han-max", "hpan", "hsan"):
         assert name in res.stdout
+    # each model's default truncation is shown: self-attention never reads more than 1000 positions
+    assert "reads by default" in res.stdout and "all of it" in CliRunner().invoke(app, ["models", "han"]).stdout
+    assert _default_reach(get_spec("hcan").training) == "1,000 words per sentence"
+    assert _default_reach(get_spec("can-two-target").training) == "1,000 tokens"
+    assert _default_reach({"max_sentences": 15, "max_words": 20}) == "15 sentences, 20 words per sentence"
 
 
 def _write(path: Path, corpus, with_labels=True):

@@ -102,11 +102,18 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
 
     from docattn.models import get_spec, list_models
 
-    table = Table("model", "layout", "description")
+    table = Table("model", "layout", "reads by default", "description")
     for name in list_models(pattern):
         spec = get_spec(name)
-        table.add_row(name, spec.layout, spec.description)
+        table.add_row(name, spec.layout, _default_reach(spec.training), spec.description)
     Console().print(table)
+
+
+def _default_reach(training: dict) -> str:
+    """What of a document a model reads unless told otherwise: its registered truncation."""
+    cuts = [f"{training[key]:,} {what}" for key, what in (("max_sentences", "sentences"),
+            ("max_words", "words per sentence"), ("max_tokens", "tokens")) if training.get(key)]
+    return ", ".join(cuts) or "all of it"
 
 
 @app.command()

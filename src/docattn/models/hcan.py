@@ -14,8 +14,10 @@ softmax(Q K^T / sqrt(d/h)) V per head (dropout 0.1 on the weights) and concatena
 ``hcan-*`` runs a hierarchy over each sentence's words (-> sentence vectors) and another over the
 sentence vectors (-> document vector); ``can-*`` ("Conv Attention Network") runs one hierarchy over
 the whole document as a single sequence. Flat variants train with documents truncated to 1000
-tokens (``max_tokens`` in their registered training settings), since self-attention memory grows
-with the square of the length and long IMDB reviews would otherwise dominate a batch.
+tokens (``max_tokens`` in their registered training settings) and hierarchical ones with sentences
+truncated to 1000 words (``max_words``), since self-attention memory grows with the square of the
+length: long IMDB reviews would otherwise dominate a flat batch, and one 8,000-word "sentence" of
+20 Newsgroups (a uuencoded file) a hierarchical one.
 
 Padding: every convolution sees zeros on padded positions (they are zeroed right before it), so
 with ``padding=1`` a real position's window is exactly what it would be for the sequence alone;
@@ -68,9 +70,13 @@ from docattn.models.output import ModelOutput
 HCAN_PAPER = "Gao et al. 2018, Hierarchical Convolutional Attention Networks for Text Classification"
 # The paper trains one document at a time with Adam lr 2e-5, betas (0.9, 0.99). At batch 64 that
 # rate barely moves in a few epochs; lr 1e-3 with the paper's betas trains well on CPU and GPU.
-HCAN_TRAINING = {"optimizer": "adam", "lr": 1e-3, "betas": (0.9, 0.99), "batch_size": 64, "hcan_clean": True}
-# flat variants read the whole document as one sequence: truncate at 1000 tokens (documented limit)
-CAN_TRAINING = {**HCAN_TRAINING, "max_tokens": 1000}
+_TRAINING = {"optimizer": "adam", "lr": 1e-3, "betas": (0.9, 0.99), "batch_size": 64, "hcan_clean": True}
+# Self-attention memory grows with the square of a sequence's length, so no sequence passes 1000
+# positions: hierarchical variants keep each sentence's first 1000 words (20 Newsgroups has
+# "sentences" of up to 8,249 words, uuencoded files and statistics tables, 1.1 GB per attention
+# matrix; IMDB has one training sentence over 1000), flat variants each document's first 1000 tokens.
+HCAN_TRAINING = {**_TRAINING, "max_words": 1000}
+CAN_TRAINING = {**_TRAINING, "max_tokens": 1000}
 
 
 @dataclass
