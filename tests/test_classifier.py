@@ -82,6 +82,10 @@ def test_bad_inputs_give_clear_errors(fitted):
         DocumentClassifier("nope")
     with pytest.raises(ConfigError, match="optimizer"):
         DocumentClassifier("han", optimizer="rmsprop")
+    for bad in (-1, 2.5, True):  # a truncation limit is a count; 0 means none
+        with pytest.raises(ConfigError, match="max_words must be a whole number >= 0"):
+            DocumentClassifier("hcan", max_words=bad)
+    assert DocumentClassifier("hcan", max_words=0).limits["max_words"] == 0
     with pytest.raises(DocattnError, match="not fitted"):
         DocumentClassifier("han").predict(["x"])
 

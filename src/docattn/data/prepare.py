@@ -16,7 +16,7 @@ from docattn.data.corpus import Corpus, LabelMap
 from docattn.data.encoding import EncodedCorpus, cache_key, cached, encode_corpus, fingerprint_path
 from docattn.data.splits import stratified_split
 from docattn.data.text import TextConfig, Vocabulary, documents_to_strings, write_json_atomic
-from docattn.errors import DataError
+from docattn.errors import ConfigError, DataError
 
 CACHE_VERSION = 2  # 2: text that is not UTF-8 is read as Latin-1 (folders) or refused (line files), no U+FFFD
 
@@ -33,6 +33,12 @@ class DataSettings:
     max_sentences: int | None = None  # hierarchical truncation (None: keep all)
     max_words: int | None = None  # words per sentence
     max_tokens: int | None = None  # flat models
+
+    def __post_init__(self):
+        for name in ("max_sentences", "max_words", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ConfigError(f"{name} must be a whole number >= 0 (0 or unset: no limit), got {value!r}")
 
     def to_json(self) -> dict:
         d = asdict(self)
