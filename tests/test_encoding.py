@@ -50,6 +50,14 @@ def test_hierarchical_batch_matches_naive_layout():
     assert batch.words.shape[1] <= 6 and batch.sentence_index.shape[1] <= 4
 
 
+def test_a_zero_limit_means_no_limit():
+    enc, _ = _toy()
+    docs = list(range(len(enc)))
+    whole, zero = hierarchical_batch(enc, docs), hierarchical_batch(enc, docs, max_sentences=0, max_words=0)
+    assert torch.equal(whole.words, zero.words) and torch.equal(whole.sentence_index, zero.sentence_index)
+    assert torch.equal(flat_batch(enc, docs).tokens, flat_batch(enc, docs, max_tokens=0).tokens)
+
+
 def test_flat_batch_truncates_and_masks():
     enc, docs = _toy()
     batch = flat_batch(enc, [0, 2], max_tokens=10)
