@@ -281,3 +281,43 @@ def test_learns_the_synthetic_task(name, synthetic):
     opt = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.99))
     accuracy = train_briefly(model, train, test, 200, opt)
     assert accuracy > 0.4, f"{name}: test accuracy {accuracy:.2f} after 200 steps"
+
+
+@pytest.mark.slow
+def test_default_rate_keeps_paper_size_sentence_attention_alive(synthetic):
+    """At d 512, Adam at 1e-3 collapses the sentence self-attention towards one-hot within ten steps
+    (on IMDB half its weights then underflow to 0 and accuracy stays at chance); the registered rate
+    must keep it spread. Same start, same batches, only the rate differs."""
+    from docattn.explain.stats import entropy, zero_share
+
+    train = synthetic.splits["train"]
+    probe = make_batch(train, np.arange(32), "hierarchical", {})
+
+    def after_ten_steps(lr: float) -> tuple[float, float]:
+        torch.manual_seed(0)
+        rng = np.random.default_rng(0)
+        model = create_model("hcan", vocab_size=len(synthetic.vocab), num_classes=4)  # paper size: d 512, 8 heads
+        opt = torch.optim.Adam(model.parameters(), lr=lr, betas=get_spec("hcan").training["betas"])
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for _ in range(10):
+                batch = make_batch(train, rng.choice(len(train), 16, replace=False), "hierarchical", {})
+                loss = torch.nn.functional.cross_entropy(model(batch).logits, batch.labels)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            with torch.no_grad():
+                att = model.eval()(probe, return_attention=True).attentions["sentence_self_a"]  # (B, h, L, L)
+        finally:
+            torch.set_num_threads(threads)
+        keys = probe.sentence_mask[:, None, None, :]  # (B, 1, 1, L)
+        rows = probe.sentence_mask[:, None, :].expand(att.shape[:3]).numpy()  # (B, h, L): real queries only
+        return (float(np.nanmean(entropy(att, keys, normalized=True)[rows])),
+                float(np.nanmean(zero_share(att, keys)[rows])))
+
+    default = get_spec("hcan").training["lr"]
+    spread, zeros = after_ten_steps(default)
+    assert spread > 0.9 and zeros == 0.0, f"lr {default}: entropy share {spread:.2f}, exact zeros {zeros:.2f}"
+    spread, zeros = after_ten_steps(5 * default)  # the old default, 1e-3
+    assert spread < 0.5, f"lr {5 * default}: entropy share {spread:.2f}, exact zeros {zeros:.2f}"
