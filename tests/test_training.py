@@ -271,6 +271,23 @@ def test_tune_reports_each_trial(tmp_path):
     tune = json.loads((tmp_path / "tune" / "tune.json").read_text())
     assert [t["lr"] for t in tune["trials"]] == [0.01, 0.001]
     assert tune["best"]["lr"] in (0.01, 0.001) and all("val_acc" in t for t in tune["trials"])
+    # no --lr: HAN trains with Adam, so the grid surrounds its Adam rate, not the paper's SGD rates
+    res = CliRunner().invoke(app, ["tune", "--train", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "tune2"),
+                                   "--epochs", "1", "--set", "embedding_dim=16", "--set", "hidden_size=8",
+                                   "--set", "context_dim=8", "--set", "progress=false", "--set", "embeddings=random",
+                                   "--set", "min_count=2", "--set", "lr=0.004"], env={"DOCATTN_CACHE": str(tmp_path / "cache")})
+    assert res.exit_code == 0, res.output
+    tune = json.loads((tmp_path / "tune2" / "tune.json").read_text())
+    assert [t["lr"] for t in tune["trials"]] == pytest.approx([0.001, 0.002, 0.004, 0.008])
+
+
+def test_tune_grid_suits_the_optimizer_that_runs():
+    """Adam at the SGD grid's 0.5 diverges: the default grid follows the resolved optimizer and rate."""
+    assert DocumentClassifier("han").train_config.lr_grid() == pytest.approx([5e-4, 1e-3, 2e-3, 4e-3])
+    assert DocumentClassifier("hcan").train_config.lr_grid() == pytest.approx([5e-5, 1e-4, 2e-4, 4e-4])
+    assert DocumentClassifier("han", optimizer="sgd").train_config.lr_grid() == [0.5, 0.1, 0.05, 0.01]
+    assert DocumentClassifier("sanet").train_config.lr_grid() == [0.5, 0.1, 0.05, 0.01]  # SANet's paper: SGD
+    assert DocumentClassifier("han", lr=0.004).train_config.lr_grid() == pytest.approx([1e-3, 2e-3, 4e-3, 8e-3])
 
 
 def test_validation_several_times_per_epoch(data):

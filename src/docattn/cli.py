@@ -338,7 +338,8 @@ def tune(
     train: str = typer.Option(..., "--train"),
     out: Path = typer.Option(..., "--out", help="Folder for one run per trial and tune.json."),
     model: str = typer.Option("han", "--model"),
-    lr: str = typer.Option("0.5,0.1,0.05,0.01", "--lr", help="Comma-separated learning rates to try."),
+    lr: Optional[str] = typer.Option(None, "--lr", help="Comma-separated learning rates to try (default: the HAN "
+                                     "paper's 0.5,0.1,0.05,0.01 under SGD, the model's rate x 1/4..2 under Adam)."),
     valid: Optional[str] = typer.Option(None, "--valid"),
     epochs: Optional[int] = typer.Option(None, "--epochs"),
     seed: int = typer.Option(0, "--seed"),
@@ -359,16 +360,18 @@ def tune(
 
     console = Console()
     try:
-        rates = [float(x) for x in lr.split(",") if x.strip()]
+        rates = [float(x) for x in (lr or "").split(",") if x.strip()]
     except ValueError:
         raise DocattnError(f"--lr expects comma-separated numbers, got {lr!r}") from None
-    if not rates or any(r <= 0 for r in rates):
+    if (lr is not None and not rates) or any(r <= 0 for r in rates):
         raise DocattnError(f"--lr needs at least one learning rate, all > 0, got {lr!r}")
     if get_spec(model).layout == "bag":
         raise DocattnError(f"{model} is not trained by gradient descent: there is no learning rate to tune "
                            "(compare its settings with docattn benchmark --set KEY=VALUE)")
     options = {"seed": seed, **({"max_epochs": epochs} if epochs else {}), **_parse_sets(sets)}
     base = DocumentClassifier(model, **options)
+    rates = rates or base.train_config.lr_grid()  # the grid that suits the optimizer that will run
+    console.print(f"{model}, {base.train_config.optimizer}: learning rates {', '.join(f'{r:g}' for r in rates)}")
     data = prepare_paths(_resolve(train), valid and _resolve(valid), None, base.data_settings,
                          _reader_options(fmt, text_col, label_col))
     data.splits.pop("test", None)

@@ -80,6 +80,13 @@ class TrainConfig:
             raise ConfigError("batch_size and max_epochs must be >= 1 and lr > 0")
         self.betas = tuple(self.betas)
 
+    def lr_grid(self) -> list[float]:
+        """Rates ``docattn tune`` tries by default: the HAN paper's SGD grid under SGD; under Adam the
+        configured rate x 1/4, 1/2, 1, 2, since Adam's safe rates sit orders of magnitude lower."""
+        if self.optimizer == "sgd":
+            return [0.5, 0.1, 0.05, 0.01]
+        return [self.lr * f for f in (0.25, 0.5, 1.0, 2.0)]
+
     def to_json(self) -> dict:
         return asdict(self)
 
