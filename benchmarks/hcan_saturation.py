@@ -1,15 +1,16 @@
 """Does HCAN's sentence-level self-attention saturate in the first optimizer steps? One row per learning rate.
 
-    python benchmarks/hcan_saturation.py [--d 512] [--steps 40] [--every 10] LR[,WARMUP] ...
+    python benchmarks/hcan_saturation.py [--model hcan] [--d 512] [--steps 40] [--every 10] LR[,WARMUP] ...
 e.g. `python benchmarks/hcan_saturation.py 1e-3 1e-3,400 2e-4 --d 512`.
-Trains ``hcan`` (embedding and d_model --d, 8 heads) from the same start with Adam (betas 0.9, 0.99,
+Trains --model (any HCAN variant; embedding and d_model --d, 8 heads) from the same start with Adam (betas 0.9, 0.99,
 clipping 5) on batches of 32 documents of the package's synthetic corpus, and every --every steps
-measures, on 64 fixed documents, the sentence self-attention A: its mean entropy over real rows as a
+measures, on 64 fixed documents, self-attention A (hierarchical variants: the sentence level's;
+flat ones: the token level's): its mean entropy over real rows as a
 share of the most it could be (1: uniform, 0: one-hot) and the share of weights that are exactly 0
 (softmax underflow: no gradient flows through those scores). Why: at d 512 with Adam at 1e-3 the
 sentence vectors' Q and K grow so fast that this softmax saturates within ten steps and the model
 never leaves chance (paper-size GPU seed 0; IMDB seed 0 on the CPU). Writes
-results/hcan_saturation_d{D}.json.
+results/hcan_saturation_d{D}.json (results/{MODEL}_saturation_d{D}.json for another model).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 
 
-def sentence_saturation(model, batch) -> tuple[float, float]:
-    """(mean normalised entropy, mean share of exact zeros) of the sentence self-attention A's real rows."""
+def saturation(model, batch) -> tuple[float, float]:
+    """(mean normalised entropy, mean share of exact zeros) of self-attention A's real rows: the sentence
+    level's for hierarchical models, the token level's for flat ones."""
     import numpy as np
     import torch
 
@@ -32,10 +34,11 @@ def sentence_saturation(model, batch) -> tuple[float, float]:
 
     model.eval()
     with torch.no_grad():
-        att = model(batch, return_attention=True).attentions["sentence_self_a"]  # (B, h, L, L)
+        att = model(batch, return_attention=True).attentions
     model.train()
-    keys = batch.sentence_mask[:, None, None, :]  # (B, 1, 1, L)
-    rows = batch.sentence_mask[:, None, :].expand(att.shape[:3]).numpy()  # (B, h, L): real queries only
+    att, mask = (att["sentence_self_a"], batch.sentence_mask) if "sentence_self_a" in att else (att["self_a"], batch.mask)
+    keys = mask[:, None, None, :]  # (B, 1, 1, L): att (B, h, L, L)
+    rows = mask[:, None, :].expand(att.shape[:3]).numpy()  # (B, h, L): real queries only
     return (float(np.nanmean(entropy(att, keys, normalized=True)[rows])),
             float(np.nanmean(zero_share(att, keys)[rows])))
 
@@ -43,6 +46,7 @@ def sentence_saturation(model, batch) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("rates", nargs="+", help="LR or LR,WARMUP_STEPS")
+    ap.add_argument("--model", default="hcan")
     ap.add_argument("--d", type=int, default=512, help="embedding_dim = d_model (paper: 512)")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--every", type=int, default=10)
@@ -65,13 +69,13 @@ def main() -> None:
         lr, warmup = float(lr), int(warm or 0)
         torch.manual_seed(0)
         rng = np.random.default_rng(0)
-        model = create_model("hcan", vocab_size=len(data.vocab), num_classes=len(data.labels),
+        model = create_model(args.model, vocab_size=len(data.vocab), num_classes=len(data.labels),
                              embedding_dim=args.d, d_model=args.d, heads=8)
         opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.99))
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
         probe = make_batch(train, np.arange(64), model.layout, {})
         start = time.perf_counter()
-        trace = [(0, *sentence_saturation(model, probe))]
+        trace = [(0, *saturation(model, probe))]
         for step in range(1, args.steps + 1):
             batch = make_batch(train, rng.choice(len(train), 32, replace=False), model.layout, {})
             loss = torch.nn.functional.cross_entropy(model(batch).logits, batch.labels)
@@ -81,12 +85,12 @@ def main() -> None:
             opt.step()
             sched.step()
             if step % args.every == 0:
-                trace.append((step, *sentence_saturation(model, probe)))
+                trace.append((step, *saturation(model, probe)))
         row = {"lr": lr, "warmup_steps": warmup, "seconds": round(time.perf_counter() - start, 1),
                "trace": [{"step": s, "entropy_share": round(h, 4), "zero_share": round(z, 4)} for s, h, z in trace]}
         print(f"lr {lr:g} warmup {warmup}: " + "  ".join(f"{s}: {h:.2f}/{z:.2f}" for s, h, z in trace), flush=True)
         rows.append(row)
-    write_result(f"hcan_saturation_d{args.d}", {"model": "hcan", "d_model": args.d, "heads": 8, "batch_size": 32,
+    write_result(f"{args.model}_saturation_d{args.d}", {"model": args.model, "d_model": args.d, "heads": 8, "batch_size": 32,
                                                  "optimizer": "adam (0.9, 0.99), clip 5", "rows": rows})
 
 
