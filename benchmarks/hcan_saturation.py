@@ -25,22 +25,19 @@ from common import write_result  # noqa: E402
 
 
 def saturation(model, batch) -> tuple[float, float]:
-    """(mean normalised entropy, mean share of exact zeros) of self-attention A's real rows: the sentence
-    level's for hierarchical models, the token level's for flat ones."""
-    import numpy as np
+    """(normalised entropy, share of exact zeros) of self-attention A over real rows, as `docattn
+    attention-stats` reports them: the sentence level's for hierarchical models, the token level's for flat ones."""
     import torch
 
-    from docattn.explain.stats import entropy, zero_share
+    from docattn.explain.stats import attention_summary
 
     model.eval()
     with torch.no_grad():
         att = model(batch, return_attention=True).attentions
     model.train()
-    att, mask = (att["sentence_self_a"], batch.sentence_mask) if "sentence_self_a" in att else (att["self_a"], batch.mask)
-    keys = mask[:, None, None, :]  # (B, 1, 1, L): att (B, h, L, L)
-    rows = mask[:, None, :].expand(att.shape[:3]).numpy()  # (B, h, L): real queries only
-    return (float(np.nanmean(entropy(att, keys, normalized=True)[rows])),
-            float(np.nanmean(zero_share(att, keys)[rows])))
+    key = "sentence_self_a" if "sentence_self_a" in att else "self_a"
+    stats = attention_summary(key, att[key], batch, bandwidths=())
+    return stats["normalized_entropy"], stats["zero_share"]
 
 
 def main() -> None:

@@ -241,6 +241,14 @@ class _Summary:
         return out
 
 
+def attention_summary(key: str, weights, batch, bandwidths: Sequence[int] = BANDWIDTHS) -> dict:
+    """``attention_statistics``' metrics for one batch's weights under ``key`` (e.g. to follow one
+    attention through training)."""
+    summary = _Summary(is_matrix(key), bandwidths)
+    summary.add(weights, key_mask(key, weights, batch))
+    return summary.result()
+
+
 def attention_statistics(clf, corpus, batch_size: int = 32, bandwidths: Sequence[int] = BANDWIDTHS) -> dict:
     """Gini, entropy, exact zeros and (self-attention matrices) diagonality of every attention a model returns.
 
