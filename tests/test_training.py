@@ -128,6 +128,23 @@ def test_word2vec_reads_extra_unlabelled_text(data, tmp_path):
         DocumentClassifier("han", max_epochs=1, word2vec_text=str(tmp_path / "missing.txt"), **TINY).fit_prepared(data)
 
 
+def test_skipgram_vectors_are_cached_apart_from_cbow(data, tmp_path):
+    """A skip-gram run never reads CBOW vectors cached for the same corpus, size, epochs and seed."""
+    from docattn.training.config import TrainConfig
+    from docattn.training.trainer import _cached_word2vec
+
+    data.info["cache"] = str(tmp_path)
+    try:
+        cbow = _cached_word2vec(data, 16, TrainConfig(word2vec_epochs=1))
+        sg = _cached_word2vec(data, 16, TrainConfig(word2vec_epochs=1, word2vec_skipgram=True))
+        sg_again = _cached_word2vec(data, 16, TrainConfig(word2vec_epochs=1, word2vec_skipgram=True))
+    finally:
+        data.info.pop("cache")
+    assert (tmp_path / "word2vec-d16-e1-s0.npy").exists() and (tmp_path / "word2vec-sg-d16-e1-s0.npy").exists()
+    assert not np.allclose(sg[3:], cbow[3:])
+    np.testing.assert_array_equal(sg, sg_again)
+
+
 def test_ema_scores_keeps_and_saves_the_averaged_weights(data, tmp_path):
     """Under ema_decay the weights kept, returned and written are the average validation scored."""
     import torch
