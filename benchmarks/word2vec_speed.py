@@ -10,9 +10,12 @@ before training starts. Uses every core the process may use (gensim workers, at 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from common import SHARED_DATA, write_result
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import SHARED_DATA, write_result  # noqa: E402
 
 
 def main() -> None:
