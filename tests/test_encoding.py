@@ -85,6 +85,14 @@ def test_sampler_yields_every_document_exactly_once(world):
         assert counts.sum() - 103 <= 8 * (world - 1)
 
 
+@pytest.mark.parametrize("n, world", [(180, 8), (5, 4), (1, 3)])
+def test_sampler_gives_every_rank_a_batch_when_batches_are_fewer_than_ranks(n, world):
+    """DDP hangs if one rank steps fewer times than another: 180 documents in batches of 64 on 8 ranks."""
+    keys = np.arange(n)[:, None]
+    lengths = [len(list(BucketBatchSampler(keys, 64, num_replicas=world, rank=r))) for r in range(world)]
+    assert lengths == [len(BucketBatchSampler(keys, 64, num_replicas=world, rank=0))] * world == [1] * world
+
+
 def test_sampler_buckets_by_length_and_reshuffles():
     enc, _ = _toy(n=200)
     s = BucketBatchSampler(bucket_keys(enc, "hierarchical"), 16, seed=0)

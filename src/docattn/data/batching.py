@@ -157,8 +157,10 @@ class BucketBatchSampler(torch.utils.data.Sampler):
         if self.shuffle:
             rng.shuffle(batches)
         if self.num_replicas > 1:
-            per_rank = math.ceil(len(batches) / self.num_replicas)
-            batches += batches[: per_rank * self.num_replicas - len(batches)]
+            # every rank must step the same number of times or DDP's collectives hang: repeat
+            # batches from the start, cycling when there are fewer batches than ranks
+            missing = math.ceil(len(batches) / self.num_replicas) * self.num_replicas - len(batches)
+            batches += [batches[i % len(batches)] for i in range(missing)]
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
