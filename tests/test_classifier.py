@@ -121,9 +121,30 @@ def test_unknown_or_mistyped_options_fail_in_the_constructor():
         DocumentClassifier("han", hidden_sise=8)
     with pytest.raises(ConfigError, match=r"unknown option 'colour' for nb$"):
         DocumentClassifier("nb", colour="red")
-    with pytest.raises(ConfigError, match=r"invalid training options \(lr='0.1'\)"):
+    with pytest.raises(ConfigError, match=r"^lr must be a number, got '0.1'$"):
         DocumentClassifier("han", lr="0.1")
     assert DocumentClassifier("han", hidden_size=8, device="cpu", min_count=1).hparams == {"hidden_size": 8}
+
+
+@pytest.mark.parametrize("option, value, expected", [
+    ("min_count", "abc", "a whole number"), ("valid_fraction", "abc", "a number"), ("seed", "abc", "a whole number"),
+    ("warmup_steps", 2.5, "a whole number"), ("label_smoothing", "abc", "a number"),
+    ("lowercase", "maybe", "true or false"), ("paragraphs", "no", "true or false"), ("freeze_embeddings", 1, "true or false"),
+    ("hidden_size", "abc", "a whole number"), ("dropout", "x", "a number"), ("max_sentences", "x", "a whole number >= 0"),
+])
+def test_options_of_the_wrong_type_are_named(option, value, expected):
+    """Command-line values arrive as JSON or strings: a wrong type is a one-line error, never counted as true."""
+    with pytest.raises(ConfigError, match=f"^{option} must be {expected}.*, got {value!r}$"):
+        DocumentClassifier("han", **{option: value})
+
+
+def test_typed_options_are_converted():
+    clf = DocumentClassifier("kim-cnn", lr=1, betas=[0.9, 0.98], windows=[3, 4], max_time=60)
+    assert clf.train_config.lr == 1.0 and isinstance(clf.train_config.lr, float)
+    assert clf.train_config.betas == (0.9, 0.98) and clf.hparams == {"windows": (3, 4)}
+    assert isinstance(clf.train_config.max_time, float)
+    with pytest.raises(ConfigError, match=r"^windows must be a list of whole numbers, got \[3, 'a'\]$"):
+        DocumentClassifier("kim-cnn", windows=[3, "a"])
 
 
 def test_explain_gives_weights_per_sentence_and_word(fitted, splits):

@@ -137,7 +137,8 @@ def test_bad_training_options_are_one_line_errors(trained_run):
     env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
     base = ["train", "--train", str(trained_run / "train.jsonl"), "--out", str(trained_run / "bad"), "--epochs", "1", *TINY]
     cases = [(["--precision", "foo"], "precision"), (["--strategy", "nonsense"], "strategy"),
-             (["--set", "hidden_size=-1"], "hidden_size")]
+             (["--set", "hidden_size=-1"], "hidden_size"), (["--set", "min_count=abc"], "min_count must be a whole number"),
+             (["--set", "lowercase=maybe"], "lowercase must be true or false"), (["--accelerator", "tpu"], "training options")]
     import torch
 
     if not torch.cuda.is_available():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import asdict, fields
 from difflib import get_close_matches
 from pathlib import Path
 from typing import Hashable, Sequence
@@ -13,7 +13,7 @@ from docattn.data.corpus import Corpus, LabelMap
 from docattn.data.encoding import EncodedCorpus, encode_corpus
 from docattn.data.prepare import DataSettings, PreparedData, prepare
 from docattn.data.text import TextConfig, Vocabulary
-from docattn.errors import ConfigError, DataError, DocattnError
+from docattn.errors import ConfigError, DataError, DocattnError, checked_values
 from docattn.training.config import TrainConfig
 
 _DATA_FIELDS = {f.name for f in fields(DataSettings)} - {"text"}
@@ -53,14 +53,15 @@ def _no_empty_documents(corpus: Corpus) -> Corpus:
     return corpus
 
 
-def _check_model_options(model: str, options: dict) -> None:
-    """Options left over from training/data/text options must be the model's hyper-parameters."""
+def _check_model_options(model: str, options: dict) -> dict:
+    """Options left over from training/data/text options must be the model's hyper-parameters (returned typed)."""
     import torch
 
     from docattn.models import create_model
 
     with torch.random.fork_rng(devices=[]):  # a throwaway model tells its config's fields; RNG untouched
-        known = set(create_model(model, vocab_size=2, num_classes=2).hparams())
+        config = create_model(model, vocab_size=2, num_classes=2).config
+    known = set(asdict(config))
     known |= TrainConfig.field_names() | _DATA_FIELDS | _TEXT_FIELDS | {"device"}
     problems = []
     for name in sorted(set(options) - known):
@@ -68,6 +69,8 @@ def _check_model_options(model: str, options: dict) -> None:
         problems.append(f"unknown option {name!r} for {model}" + (f" (did you mean {guess[0]!r}?)" if guess else ""))
     if problems:
         raise ConfigError("; ".join(problems))
+    # typed before training starts: d_model="abc" is named here, not as a TypeError inside the model
+    return checked_values(type(config), options)
 
 
 class DocumentClassifier:
@@ -91,14 +94,15 @@ class DocumentClassifier:
             train_opts["accelerator"] = options.pop("device")
         data_opts = {k: options.pop(k) for k in list(options) if k in _DATA_FIELDS}
         text_opts = {k: options.pop(k) for k in list(options) if k in _TEXT_FIELDS}
-        _check_model_options(model, options)
-        self.hparams = options
+        self.hparams = _check_model_options(model, options)
         # a variant's registered defaults may set training options and data options alike
         paper_train = {k: v for k, v in spec.training.items() if k in TrainConfig.field_names()}
         paper_data = {k: v for k, v in spec.training.items() if k in _DATA_FIELDS}
         paper_text = {k: v for k, v in spec.training.items() if k in _TEXT_FIELDS}
-        try:  # TrainConfig checks values with comparisons: lr="0.1" is a TypeError there
+        try:  # TrainConfig types its fields; anything its checks still trip over is named here
             self.train_config = TrainConfig(**{**paper_train, **train_opts})
+        except ConfigError:
+            raise
         except (TypeError, ValueError) as err:
             given = ", ".join(f"{k}={v!r}" for k, v in train_opts.items())
             raise ConfigError(f"invalid training options ({given}): {err}") from None

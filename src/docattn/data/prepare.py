@@ -16,7 +16,7 @@ from docattn.data.corpus import Corpus, LabelMap
 from docattn.data.encoding import EncodedCorpus, cache_key, cached, encode_corpus, fingerprint_path
 from docattn.data.splits import stratified_split
 from docattn.data.text import TextConfig, Vocabulary, documents_to_strings, write_json_atomic
-from docattn.errors import ConfigError, DataError
+from docattn.errors import ConfigError, DataError, checked_fields
 
 CACHE_VERSION = 2  # 2: text that is not UTF-8 is read as Latin-1 (folders) or refused (line files), no U+FFFD
 
@@ -39,6 +39,7 @@ class DataSettings:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ConfigError(f"{name} must be a whole number >= 0 (0 or unset: no limit), got {value!r}")
+        checked_fields(self)
 
     def to_json(self) -> dict:
         d = asdict(self)

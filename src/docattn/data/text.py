@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from docattn.errors import CheckpointError, ConfigError
+from docattn.errors import CheckpointError, ConfigError, checked_fields
 
 PAD, UNK, SEP = 0, 1, 2
 PAD_TOKEN, UNK_TOKEN, SEP_TOKEN = "<pad>", "<unk>", "\x1e"
@@ -38,6 +38,9 @@ class TextConfig:
     # a blank line ends a sentence (blingfire joins paragraphs: on 20 Newsgroups a post's header
     # block ran into its first paragraph, and the median document's longest "sentence" was 95 words)
     paragraphs: bool = True
+
+    def __post_init__(self):
+        checked_fields(self)
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-from docattn.errors import ConfigError
+from docattn.errors import ConfigError, checked_fields
 
 
 @dataclass
@@ -60,6 +60,7 @@ class TrainConfig:
     progress_lines: bool = False  # a line per validation on stderr even without the bar (benchmark trials)
 
     def __post_init__(self):
+        checked_fields(self)
         if self.optimizer not in ("sgd", "adam", "adamw"):
             raise ConfigError(f"optimizer must be sgd, adam or adamw, got {self.optimizer!r}")
         if self.schedule not in ("none", "step", "multistep", "cosine"):

@@ -451,8 +451,9 @@ def fit(
         raise ConfigError(f"accelerator={cfg.accelerator!r} but PyTorch sees no CUDA GPU here (use auto or cpu)")
     try:
         trainer = _trainer(cfg, callbacks, val_interval, bar, run_dir)
-    except (MisconfigurationException, ValueError, TypeError) as err:  # devices, strategy, precision Lightning refuses
-        raise ConfigError(f"training options: {err}") from None
+    except (MisconfigurationException, ValueError, TypeError, ImportError) as err:
+        # devices, strategy or precision Lightning refuses; an accelerator whose package is missing (tpu: torch_xla)
+        raise ConfigError(f"training options: {str(err).strip().splitlines()[0]}") from None
     t0 = time.perf_counter()
     try:
         trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
