@@ -106,6 +106,24 @@ def test_predict_needs_no_labels_and_reads_jsonl_from_stdin(trained_run):
     assert label(piped.stdout) == label(plain.stdout)  # the JSON lines' texts, not the raw JSON
 
 
+def test_predict_ignores_missing_labels_and_explain_shows_unseen_ones(trained_run):
+    """Gold labels are not needed to predict: an empty or absent one is no error; explain shows them as given."""
+    (trained_run / "gaps.csv").write_text("text,label\na great phone,\nthe screen was bad,neg\n")
+    (trained_run / "gaps.jsonl").write_text('{"text": "a great phone", "label": "pos"}\n{"text": "the screen was bad"}\n')
+    for name in ("gaps.csv", "gaps.jsonl"):
+        res = CliRunner().invoke(app, ["predict", str(trained_run / "run"), str(trained_run / name)])
+        assert res.exit_code == 0, res.output
+        assert [json.loads(l)["id"] for l in res.stdout.splitlines()] == (["2", "3"] if name.endswith("csv") else ["1", "2"])
+    (trained_run / "unseen.csv").write_text("text,label\na great phone,never seen\n")
+    js = trained_run / "unseen.json"
+    res = CliRunner().invoke(app, ["explain", str(trained_run / "run"), "--data", str(trained_run / "unseen.csv"),
+                                   "--html", str(trained_run / "unseen.html"), "--json", str(js)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(js.read_text())[0]["label"] == "never seen"
+    res = run_cli("explain", str(trained_run / "run"), "--data", str(trained_run / "unseen.csv"), "--n", "0")
+    assert res.returncode == 2 and "--n" in res.stderr and "Traceback" not in res.stderr
+
+
 def test_resume_continues_with_the_runs_own_settings(trained_run, tmp_path):
     import shutil
 

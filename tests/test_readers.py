@@ -93,6 +93,31 @@ def test_jsonl_custom_fields_keep_json_label_types(tmp_path):
     assert corpus.sentences is None and corpus.rationales is None
 
 
+def test_jsonl_fields_from_the_cli_column_options(tmp_path):
+    """--text-col/--label-col arrive as text_columns/label_column: on a JSONL file they name its fields."""
+    from docattn.data.sources import reader_options
+
+    path = write_jsonl(tmp_path / "d.jsonl", [{"body": "one", "y": 3}, {"body": "two", "y": 1}])
+    corpus = read_corpus(path, **reader_options(None, "body", "y"))
+    assert corpus.texts == ["one", "two"] and corpus.labels == [3, 1]
+    with pytest.raises(ConfigError, match="reads one text field"):
+        read_corpus(path, **reader_options(None, "body,y", None))
+    with pytest.raises(DataError, match=r"no field 'text' \(fields: body, y\); pass text_field= \(on the command line --text-col\)"):
+        read_corpus(path)
+
+
+def test_ignore_labels_reads_text_whatever_the_labels(tmp_path):
+    csv_path = write(tmp_path / "d.csv", "text,label\none,\ntwo,b\n")
+    with pytest.raises(DataError, match="missing or empty label"):
+        read_corpus(csv_path)
+    corpus = read_corpus(csv_path, ignore_labels=True)
+    assert corpus.texts == ["one", "two"] and corpus.labels is None
+    jsonl = write_jsonl(tmp_path / "d.jsonl", [{"text": "one", "label": "a"}, {"text": "two"}, {"text": "3", "label": ""}])
+    assert read_corpus(jsonl, ignore_labels=True).labels is None
+    fasttext = write(tmp_path / "d.ft", "__label__a one\n__label__b two\n")
+    assert read_corpus(fasttext, ignore_labels=True).labels is None
+
+
 def test_jsonl_sentences_and_rationales(tmp_path):
     records = [
         {"text": "A b. C d.", "label": "x", "sentences": ["A b.", " ", "C d. "], "rationale": {"sentences": [1]}},

@@ -124,8 +124,8 @@ def train(
     valid: Optional[str] = typer.Option(None, "--valid", help="Validation data (default: a stratified split of train)."),
     test: Optional[str] = typer.Option(None, "--test", help="Test data (default: the source's own test split, if any)."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Reader format (default: detected)."),
-    text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), comma separated."),
-    label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column."),
+    text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), comma separated, or the JSONL text field."),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column, or the JSONL label field."),
     epochs: Optional[int] = typer.Option(None, "--epochs"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size"),
     lr: Optional[float] = typer.Option(None, "--lr"),
@@ -288,10 +288,12 @@ def predict(
     clf = DocumentClassifier.load(run)
     if data == "-":
         opts = _reader_options(fmt or _sniff_stdin(), text_col, label_col)
-        corpus = read_corpus("-", **opts)
+        corpus = read_corpus("-", **opts, ignore_labels=True)
     else:  # a source with splits is predicted on its test split
-        corpus = _read_eval_corpus(data, split, fmt, text_col, label_col)
-    corpus.labels = None  # predicting needs no labels (and labels unseen in training are no error here)
+        corpus = _read_eval_corpus(data, split, fmt, text_col, label_col, ignore_labels=True)
+    skipped = (corpus.stats or {}).get("skipped_empty", 0)
+    if skipped:  # output lines are joined to the input by id, not by position
+        typer.echo(f"note: {skipped} empty document(s) skipped, no prediction written for them", err=True)
     probs = clf.predict_proba(corpus)
     classes = clf.labels.classes
     out = sys.stdout
@@ -321,6 +323,8 @@ def explain(
     from docattn.classifier import DocumentClassifier
     from docattn.explain.html import write_html
 
+    if n < 1:
+        raise DocattnError(f"--n is the number of documents to explain, at least 1; got {n}")
     clf = DocumentClassifier.load(run)
     corpus = _read_eval_corpus(data, split, fmt, None, None)
     corpus = corpus.subset(range(min(n, len(corpus))))
@@ -344,8 +348,8 @@ def tune(
     epochs: Optional[int] = typer.Option(None, "--epochs"),
     seed: int = typer.Option(0, "--seed"),
     fmt: Optional[str] = typer.Option(None, "--format", help="Reader format (default: detected)."),
-    text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), comma separated."),
-    label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column."),
+    text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), comma separated, or the JSONL text field."),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column, or the JSONL label field."),
     sets: List[str] = typer.Option([], "--set"),
 ):
     """Learning-rate grid search on the validation split (as the HAN paper does); reports each trial."""
@@ -405,8 +409,8 @@ def benchmark(
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Training time budget per model run, seconds."),
     test: Optional[str] = typer.Option(None, "--test", help="Test data, when --data has no test split of its own."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Reader format (default: detected)."),
-    text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), comma separated."),
-    label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column."),
+    text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), comma separated, or the JSONL text field."),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column, or the JSONL label field."),
     sets: List[str] = typer.Option([], "--set", help="Options for every model, KEY=VALUE; MODEL:KEY=VALUE for one model."),
     jobs: int = typer.Option(1, "--jobs", help="Trials at a time, in worker processes sharing the CPU cores (2 on a 2-core CPU: more done per hour)."),
 ):

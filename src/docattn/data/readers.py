@@ -44,7 +44,7 @@ _OPTIONS = {
     "tsv": {"text_columns", "label_column", "header", "delimiter"},
     "jsonl": {"text_field", "label_field", "sentences_field"},
 }
-_COMMON_OPTIONS = {"on_empty", "errors"}
+_COMMON_OPTIONS = {"on_empty", "errors", "ignore_labels"}
 _DECODE_ERRORS = ("strict", "replace", "latin-1")  # what a line or file that is not UTF-8 becomes
 _WIDE_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),  # UTF-32 first: its LE BOM
               (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))  # starts like UTF-16's
@@ -71,9 +71,10 @@ def read_splits(path: str | os.PathLike, format: str | None = None, **options: A
     20 Newsgroups posts; "replace": U+FFFD; both counted in ``stats["decode_errors"]``); plus per
     format: csv/tsv ``text_columns``, ``label_column``, ``header``, ``delimiter``; jsonl
     ``text_field``, ``label_field``, ``sentences_field``. UTF-16/32 text with a byte-order mark is
-    decoded; without one it is a DataError.
+    decoded; without one it is a DataError. ``ignore_labels``: labels are not read, and a missing
+    or empty one is no error (prediction input); the corpora have ``labels`` None.
     """
-    return _read(path, format, options, split=None, single=False)
+    return _without_labels(_read(path, format, options, split=None, single=False), options)
 
 
 def read_corpus(
@@ -84,7 +85,7 @@ def read_corpus(
     ``split`` may be left out only when the source has a single split; options as in
     :func:`read_splits`.
     """
-    splits = _read(path, format, options, split=split, single=True)
+    splits = _without_labels(_read(path, format, options, split=split, single=True), options)
     return next(iter(splits.values()))
 
 
@@ -100,7 +101,7 @@ def read_texts(path: str | os.PathLike, format: str | None = None, **options: An
     if source is not None and (source.is_dir() or _is_archive(source)):
         tree = _open_tree(source)
         if (format or _detect_tree(tree)) == "folder":
-            _check_options("folder", options)
+            _format_options("folder", options)
             return _read_folder_texts(tree, options.get("on_empty", "skip"), options.get("errors", "latin-1"))
     splits = read_splits(path, format, **options)
     name = "train" if "train" in splits else "all"
@@ -150,7 +151,7 @@ def _read(path: str | os.PathLike, format: str | None, options: dict[str, Any], 
         if format not in _LINE_FORMATS:
             raise DataError(f"stdin: format {format!r} needs a directory or an archive; stdin reads "
                             f"{', '.join(_LINE_FORMATS)}")
-        _check_options(format, options)
+        options = _format_options(format, options)
         _select_splits(["all"], split, single, "<stdin>")
         return {"all": _READERS[format](_Source("<stdin>", _stdin, options))}
 
@@ -158,7 +159,7 @@ def _read(path: str | os.PathLike, format: str | None, options: dict[str, Any], 
     if source.is_dir() or _is_archive(source):
         tree = _open_tree(source)
         format = format or _detect_tree(tree)
-        _check_options(format, options)
+        options = _format_options(format, options)
         if format == "folder":
             return _read_folder(tree, split, single, on_empty, options.get("errors", "latin-1"))
         if format == "zhang":
@@ -169,7 +170,7 @@ def _read(path: str | os.PathLike, format: str | None, options: dict[str, Any], 
             raise DataError(f"{source}: format {format!r} reads one file, not a directory or an archive")
     else:
         format = format or _detect_file(source)
-        _check_options(format, options)
+        options = _format_options(format, options)
         if format == "folder":
             raise DataError(f"{source}: format 'folder' reads a directory or a .tar.gz/.tgz/.tar/.zip archive")
         file_source = _Source(str(source), lambda: open(source, "rb"), options)
@@ -183,6 +184,14 @@ def _read(path: str | os.PathLike, format: str | None, options: dict[str, Any], 
     return {name: _READERS[format](sources[name]) for name in _select_splits(sources, split, single, source)}
 
 
+def _without_labels(splits: dict[str, Corpus], options: dict[str, Any]) -> dict[str, Corpus]:
+    """With ``ignore_labels`` the structural label of zhang/tang/fasttext/folder input is parsed, then dropped."""
+    if options.get("ignore_labels"):
+        for corpus in splits.values():
+            corpus.labels, corpus.classes = None, None
+    return splits
+
+
 def _existing(path: str | os.PathLike) -> Path:
     source = Path(path)
     if not source.exists():
@@ -190,12 +199,28 @@ def _existing(path: str | os.PathLike) -> Path:
     return source
 
 
-def _check_options(format: str, options: dict[str, Any]) -> None:
+def _format_options(format: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` checked against what ``format`` takes; the CLI's --text-col/--label-col
+    (``text_columns``/``label_column``) name a JSONL file's fields."""
+    if format == "jsonl" and ({"text_columns", "label_column"} & set(options)):
+        options = dict(options)
+        columns = options.pop("text_columns", None)
+        if columns is not None:
+            if len(columns) != 1 or "text_field" in options:
+                raise ConfigError(f"format 'jsonl' reads one text field; got text columns {columns}"
+                                  + (f" and text_field={options['text_field']!r}" if "text_field" in options else ""))
+            options["text_field"] = str(columns[0])
+        if "label_column" in options:
+            label = options.pop("label_column")
+            if "label_field" in options:
+                raise ConfigError(f"give a JSONL label field once: label_column={label!r} and label_field={options['label_field']!r}")
+            options["label_field"] = str(label)
     allowed = _OPTIONS.get(format, set()) | _COMMON_OPTIONS
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise ConfigError(f"option(s) {', '.join(unknown)} do not apply to format {format!r} "
                           f"(it takes: {', '.join(sorted(allowed))})")
+    return options
 
 
 def _select_splits(available: Iterable[str], split: str | None, single: bool, path: Any) -> list[str]:
@@ -468,6 +493,8 @@ def _read_delimited(source: _Source, default_delimiter: str) -> Corpus:
             raise DataError(f"no documents in {source.name}")
         columns = _resolve_columns(sample, list(text_columns or []), label_column, header, source.name, delimiter)
         text_index, label_index, has_header = columns
+        if options.get("ignore_labels"):
+            label_index = None
         width = max(text_index + ([label_index] if label_index is not None else [])) + 1
         for line, row in chain(sample[1:] if has_header else sample, rows):
             where = f"{source.name}:{line}"
@@ -520,7 +547,8 @@ def _resolve_columns(sample: list[tuple[int, list[str]]], text_columns: list[Any
         if names is None:
             preview = ", ".join(repr(cell[:20]) for cell in first[:6])
             raise DataError(f"{source}:{line}: no header row with a 'text' column (first row: {preview}); "
-                            "pass text_columns= and label_column= (names or 0-based indexes)")
+                            "pass text_columns= and label_column= (names or 0-based indexes; "
+                            "on the command line --text-col and --label-col)")
         text_columns = ["text"]
         if label_column is None and "label" in names:
             label_column = "label"
@@ -597,9 +625,11 @@ def _read_jsonl(source: _Source) -> Corpus:
             text = "\n".join(sentences)
         else:
             raise DataError(f"{where}: no field {text_field!r} (fields: {', '.join(map(str, record))}); "
-                            "pass text_field=")
+                            "pass text_field= (on the command line --text-col)")
         label = record.get(label_field)
-        if label_field in record:
+        if options.get("ignore_labels"):
+            label = None
+        elif label_field in record:
             any_labeled = True
             if isinstance(label, str):
                 label = label.strip()
@@ -609,7 +639,7 @@ def _read_jsonl(source: _Source) -> Corpus:
                 raise DataError(f"{where}: label must be a string or a number, found {type(label).__name__}")
         elif label_required:
             raise DataError(f"{where}: no field {label_field!r} (fields: {', '.join(map(str, record))}); "
-                            "pass label_field=")
+                            "pass label_field= (on the command line --label-col)")
         elif first_unlabeled is None:
             first_unlabeled = where
         docs.add(where, str(line), text, label, sentences, record.get("rationale"))

@@ -37,11 +37,18 @@ def reader_options(fmt: str | None = None, text_col: str | None = None, label_co
     return opts
 
 
-def read_evaluation_corpus(data: str, split: str | None = None, fmt=None, text_col=None, label_col=None):
-    """One split of a source: the one asked for, else its test split, else all of it."""
+def read_evaluation_corpus(data: str, split: str | None = None, fmt=None, text_col=None, label_col=None,
+                           ignore_labels: bool = False):
+    """One split of a source: the one asked for, else its test split, else all of it.
+
+    ``ignore_labels`` (predicting): labels are not read, so missing or unseen ones are no error.
+    """
     from docattn.data.readers import read_splits
 
-    splits = read_splits(resolve_source(data), **reader_options(fmt, text_col, label_col))
+    options = reader_options(fmt, text_col, label_col)
+    if ignore_labels:
+        options["ignore_labels"] = True
+    splits = read_splits(resolve_source(data), **options)
     name = split or ("test" if "test" in splits else ("all" if "all" in splits else next(iter(splits))))
     if name not in splits:
         raise DataError(f"{data}: no split {name!r} (found {sorted(splits)})")
