@@ -35,6 +35,20 @@ def test_help_is_fast_and_imports_nothing_heavy():
     assert time.perf_counter() - t0 < 3.0  # well under a second on an idle machine
 
 
+def test_bare_command_runs_the_main_job(tmp_path, monkeypatch):
+    """`docattn` with no command is the README's main job: demo() called with its own defaults."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(synthetic, "DEFAULT_N_TRAIN", 240)
+    monkeypatch.setattr(synthetic, "DEFAULT_N_TEST", 60)
+    res = CliRunner().invoke(app, [])
+    assert res.exit_code == 0, res.output
+    assert "test accuracy" in res.output
+    run = tmp_path / "runs" / "demo"
+    for name in ("train.jsonl", "test.jsonl", "config.json", "model.safetensors", "explanations.json", "report.html"):
+        assert (run / name).is_file(), name
+    assert len((run / "train.jsonl").read_text().splitlines()) == 240
+
+
 def test_models_lists_registry():
     res = CliRunner().invoke(app, ["models"])
     assert res.exit_code == 0

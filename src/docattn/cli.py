@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -49,12 +49,12 @@ def _root(ctx: typer.Context):
 
 
 @app.command()
-def demo(
-    out: Path = typer.Option(Path("runs/demo"), help="Run directory to write."),
-    model: str = typer.Option("han", help="Model to train."),
-    n_train: int = typer.Option(0, help="Training documents (0: the package default)."),
-    epochs: int = typer.Option(6, help="Training epochs."),
-    seed: int = typer.Option(0),
+def demo(  # Annotated options keep real defaults: the bare `docattn` calls demo() as a plain function
+    out: Annotated[Path, typer.Option(help="Run directory to write.")] = Path("runs/demo"),
+    model: Annotated[str, typer.Option(help="Model to train.")] = "han",
+    n_train: Annotated[int, typer.Option(help="Training documents (0: the package default).")] = 0,
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 6,
+    seed: Annotated[int, typer.Option()] = 0,
 ):
     """The main job, offline: generate the embedded corpus, train, evaluate, write an explanation report."""
     from rich.console import Console
