@@ -49,7 +49,7 @@ class TrainConfig:
     # SANet +0.7; IMDB HAN +0.24 over 3 seeds: benchmarks/README.md); 5 keeps the documented defaults' results
     word2vec_epochs: int = 5
     # skip-gram instead of CBOW: slower to train; lifted HCAN by 0.53 on IMDB and 4.9 on 20 Newsgroups over 3 seeds,
-    # IMDB HAN not (-0.14)
+    # CSPAN by 3.45 on 20 Newsgroups; IMDB HAN not (-0.14), nor SANet or CSPAN on IMDB (seed 0)
     word2vec_skipgram: bool = False
     # more text for word2vec, labels ignored: the training split of a file, folder or archive (aclImdb
     # gives its 50,000 unlabelled train/unsup reviews too); test text is never read
