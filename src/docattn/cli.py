@@ -291,7 +291,7 @@ def predict(
         corpus = read_corpus("-", **opts, ignore_labels=True)
     else:  # a source with splits is predicted on its test split
         corpus = _read_eval_corpus(data, split, fmt, text_col, label_col, ignore_labels=True)
-    skipped = (corpus.stats or {}).get("skipped_empty", 0)
+    skipped = corpus.stats.get("skipped_empty", 0)
     if skipped:  # output lines are joined to the input by id, not by position
         typer.echo(f"note: {skipped} empty document(s) skipped, no prediction written for them", err=True)
     probs = clf.predict_proba(corpus)

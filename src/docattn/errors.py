@@ -62,13 +62,14 @@ def _conform(value, hint):
         return False, value
     if hint is type(None):
         return value is None, value
+    is_bool = type(value).__name__ in ("bool", "bool_")  # Python's and numpy's (an Integral, but no count)
     if hint is bool:
-        return (True, bool(value)) if type(value).__name__ in ("bool", "bool_") else (False, value)
+        return is_bool, bool(value) if is_bool else value
     if hint is int:
-        ok = isinstance(value, numbers.Integral) and type(value).__name__ not in ("bool", "bool_")
+        ok = isinstance(value, numbers.Integral) and not is_bool
         return ok, int(value) if ok and type(value) is not int else value
     if hint is float:
-        ok = isinstance(value, numbers.Real) and type(value).__name__ not in ("bool", "bool_")
+        ok = isinstance(value, numbers.Real) and not is_bool
         return ok, float(value) if ok and type(value) is not float else value
     if hint is str:
         return isinstance(value, str), value

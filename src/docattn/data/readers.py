@@ -185,7 +185,8 @@ def _read(path: str | os.PathLike, format: str | None, options: dict[str, Any], 
 
 
 def _without_labels(splits: dict[str, Corpus], options: dict[str, Any]) -> dict[str, Corpus]:
-    """With ``ignore_labels`` the structural label of zhang/tang/fasttext/folder input is parsed, then dropped."""
+    """With ``ignore_labels`` every corpus loses its labels: csv/jsonl skip them while reading (so a missing
+    one is no error), the formats whose label is part of the line or path (zhang, tang, fasttext, folder) here."""
     if options.get("ignore_labels"):
         for corpus in splits.values():
             corpus.labels, corpus.classes = None, None
