@@ -138,6 +138,13 @@ def test_predict_ignores_missing_labels_and_explain_shows_unseen_ones(trained_ru
     assert res.returncode == 2 and "--n" in res.stderr and "Traceback" not in res.stderr
 
 
+def test_evaluate_names_the_line_of_an_unseen_label(trained_run):
+    (trained_run / "late.csv").write_text("text,label\na great phone,positive\nthe screen was bad,meh\n")
+    res = run_cli("evaluate", str(trained_run / "run"), "--data", str(trained_run / "late.csv"))
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert "late.csv:3: the document has label 'meh', unseen in training" in res.stderr, res.stderr
+
+
 def test_resume_continues_with_the_runs_own_settings(trained_run, tmp_path):
     import shutil
 

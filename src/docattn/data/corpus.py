@@ -88,21 +88,23 @@ class LabelMap:
             return cls(classes)
         return cls(sorted(seen, key=_sort_key))
 
-    def encode(self, labels: Iterable[Hashable], source: str = "") -> list[int]:
-        """Indices of ``labels``; a label unseen in training is a clear error naming it."""
+    def encode(self, labels: Iterable[Hashable], source: str = "", ids: Sequence[str] | None = None) -> list[int]:
+        """Indices of ``labels``; a label unseen in training is a clear error naming it and where it is.
+
+        ``ids`` are the documents' ids as readers give them (a line number, an archive member),
+        so the error points at ``source:id`` rather than at a position the user has to count.
+        """
         out = []
         for i, label in enumerate(labels):
-            _check_hashable(label, i, source)
+            _check_hashable(label, i, source, ids)
             idx = self.index.get(label)
             if idx is None and isinstance(label, str) and label.lstrip("-").isdigit():
                 idx = self.index.get(int(label))  # "3" from a text file vs 3 in the map
             if idx is None and isinstance(label, int):
                 idx = self.index.get(str(label))
             if idx is None:
-                where = f"{source}: " if source else ""
-                raise DataError(
-                    f"{where}document {i} has label {label!r}, unseen in training (known: {self.classes})"
-                )
+                raise DataError(f"{_document(i, source, ids)} has label {label!r}, unseen in training "
+                                f"(known: {self.classes})")
             out.append(idx)
         return out
 
@@ -120,12 +122,18 @@ class LabelMap:
         return cls(_from_json(c) for c in data)
 
 
-def _check_hashable(label: Any, i: int, source: str = "") -> None:
+def _document(i: int, source: str, ids: Sequence[str] | None) -> str:
+    """'reviews.csv:13: the document' when the reader gave it an id of its own, else 'document i'."""
+    if ids is not None and i < len(ids) and str(ids[i]) != str(i):
+        return f"{source or 'input'}:{ids[i]}: the document"
+    return f"{source}: document {i}" if source else f"document {i}"
+
+
+def _check_hashable(label: Any, i: int, source: str = "", ids: Sequence[str] | None = None) -> None:
     try:
         hash(label)
     except TypeError as err:
-        where = f"{source}: " if source else ""
-        raise DataError(f"{where}document {i} has label {label!r}, which cannot be a label ({err}); "
+        raise DataError(f"{_document(i, source, ids)} has label {label!r}, which cannot be a label ({err}); "
                         "use str, int, float, bool or a tuple") from None
 
 

@@ -150,7 +150,7 @@ def encode_corpus(corpus: Corpus, vocab: Vocabulary, label_map: LabelMap | None)
     strings = documents_to_strings(corpus.texts, corpus.sentences, vocab.text_config)
     tokens, sent_off, doc_off = encode_ids(vocab.encode_strings(strings))
     if corpus.labels is not None and label_map is not None:
-        labels = np.asarray(label_map.encode(corpus.labels, corpus.source), dtype=np.int64)
+        labels = np.asarray(label_map.encode(corpus.labels, corpus.source, corpus.ids), dtype=np.int64)
     else:
         labels = np.full(len(corpus), -1, dtype=np.int64)
     return EncodedCorpus(tokens, sent_off, doc_off, labels)
