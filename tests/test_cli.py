@@ -103,6 +103,8 @@ def test_predict_from_file_and_stdin(trained_run):
     lines = [json.loads(l) for l in res.stdout.splitlines()]
     assert res.returncode == 0 and len(lines) == 100
     assert abs(sum(lines[0]["probabilities"].values()) - 1) < 1e-4
+    assert set(lines[0]) == {"id", "prediction", "probabilities"}  # "label" is the gold label everywhere else
+    assert lines[0]["prediction"] == max(lines[0]["probabilities"], key=lines[0]["probabilities"].get)
     res = run_cli("predict", str(trained_run / "run"), "-", input="a great phone\n\nthe screen was bad\n")
     assert res.returncode == 0, res.stderr
     assert len(res.stdout.splitlines()) == 2  # the empty line is not a document

@@ -281,7 +281,10 @@ def predict(
     text_col: Optional[str] = typer.Option(None, "--text-col"),
     label_col: Optional[str] = typer.Option(None, "--label-col"),
 ):
-    """Write one JSON line per document: predicted label and class probabilities."""
+    """Write one JSON line per document: its id, the predicted class and the class probabilities.
+
+    The key is "prediction", as in explain's output, where "label" is the gold label the input gave.
+    """
     from docattn.classifier import DocumentClassifier
     from docattn.data.readers import read_corpus
 
@@ -298,7 +301,7 @@ def predict(
     classes = clf.labels.classes
     out = sys.stdout
     for i, p in enumerate(probs):
-        out.write(json.dumps({"id": corpus.ids[i], "label": classes[int(p.argmax())],
+        out.write(json.dumps({"id": corpus.ids[i], "prediction": classes[int(p.argmax())],
                               "probabilities": {str(c): round(float(x), 6) for c, x in zip(classes, p)}}, ensure_ascii=False) + "\n")
 
 
