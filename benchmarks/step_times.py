@@ -6,7 +6,8 @@ Each model gets the same 64-document training batches (hierarchical or flat as t
 flat truncated at 1000 tokens), bf16 autocast on a GPU, float32 on the CPU; two warm-up steps,
 then forward + backward + Adam step timed over --steps batches, and eval-mode forward over all.
 This isolates the model's own cost from the engine (data loading, validation, logging): the
-fairest measure of HCAN's claimed 2x training speed over HAN. Writes results/step_times_{cpu,gpu}.json.
+fairest measure of HCAN's claimed 2x training speed over HAN. Writes results/step_times_{cpu,gpu}.json
+(or results/NAME.json with --name NAME).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--profile", action="store_true", help="print torch.profiler's top operators for each model")
+    ap.add_argument("--name", default="", help="results/NAME.json (default: step_times_cpu or step_times_gpu)")
     args = ap.parse_args()
     import numpy as np
     import torch
@@ -99,7 +101,7 @@ def main() -> None:
                "train_docs_per_s": round(args.batch_size / step_s), "inference_docs_per_s": round(args.batch_size / infer_s)}
         print(row, flush=True)
         rows.append(row)
-    write_result(f"step_times_{'gpu' if cuda else 'cpu'}", {"batch_size": args.batch_size, "steps": args.steps, "rows": rows})
+    write_result(args.name or f"step_times_{'gpu' if cuda else 'cpu'}", {"batch_size": args.batch_size, "steps": args.steps, "rows": rows})
 
 
 if __name__ == "__main__":
