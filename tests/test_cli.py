@@ -147,6 +147,27 @@ def test_evaluate_names_the_line_of_an_unseen_label(trained_run):
     assert "late.csv:3: the document has label 'meh', unseen in training" in res.stderr, res.stderr
 
 
+def test_sigterm_mid_training_exits_143_and_says_how_to_resume(trained_run, tmp_path):
+    """Lightning ends a SIGTERM'd fit with exit status 0; a script must not take that for success."""
+    import signal
+
+    run = tmp_path / "run"
+    env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
+    proc = subprocess.Popen([*DOCATTN, "train", "--train", str(trained_run / "train.jsonl"), "--out", str(run),
+                             "--epochs", "500", *TINY], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (run / "checkpoints" / "last.ckpt").exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    assert "stopped by SIGTERM in epoch" in err and "--resume" in err and "Traceback" not in err
+    res = run_cli("train", "--train", str(trained_run / "train.jsonl"), "--out", str(run), "--resume", "--epochs", "1", env=env)
+    # one epoch was done (or, on a fast machine, more): either nothing is left, or --epochs is too low
+    assert ((res.returncode == 0 and "no epoch left to train" in res.stderr)
+            or (res.returncode == 2 and "give --epochs above that" in res.stderr)), res.stderr[-2000:]
+
+
 def test_resume_continues_with_the_runs_own_settings(trained_run, tmp_path):
     import shutil
 

@@ -79,6 +79,22 @@ def test_resume_from_a_damaged_checkpoint_is_a_clear_error(data, tmp_path):
         DocumentClassifier("han", max_epochs=2, embeddings="random", **TINY).fit_prepared(data, run_dir=run, resume=True)
 
 
+def test_resume_on_other_data_is_refused_and_leaves_the_run_usable(data, tmp_path):
+    """Other data gives another vocabulary or classes: refused before the run's files are rewritten."""
+    from docattn.errors import CheckpointError
+
+    run = tmp_path / "run"
+    first = DocumentClassifier("han", max_epochs=1, embeddings="random", **TINY).fit_prepared(data, run_dir=run)
+    files = {name: (run / name).read_bytes() for name in ("config.json", "vocab.json", "model.safetensors")}
+    sp = synthetic.make_splits(n_train=300, n_test=50, n_classes=3, seed=9)
+    other = prepare(sp["train"], None, None, DataSettings(min_count=2))
+    with pytest.raises(CheckpointError, match=r"not the data .* was trained on; nothing was changed"):
+        DocumentClassifier("han", max_epochs=2, embeddings="random", **TINY).fit_prepared(other, run_dir=run, resume=True)
+    assert {name: (run / name).read_bytes() for name in files} == files
+    again = DocumentClassifier.load(run)
+    assert again.classes_ == first.classes_
+
+
 def test_embeddings_from_glove_file(data, tmp_path):
     words = data.vocab.tokens[3:13]
     glove = tmp_path / "glove.txt"

@@ -13,7 +13,7 @@ from docattn.data.sources import parse_value as _parse_value
 from docattn.data.sources import read_evaluation_corpus as _read_eval_corpus
 from docattn.data.sources import reader_options as _reader_options
 from docattn.data.sources import resolve_source as _resolve
-from docattn.errors import DocattnError
+from docattn.errors import DocattnError, Interrupted
 
 app = typer.Typer(
     add_completion=False,
@@ -166,6 +166,8 @@ def train(
     options.update(_parse_sets(sets))
     if resume and (out / "config.json").exists():
         model, options = _resume_options(out, model, options)
+    elif resume:  # a job script may always pass --resume; a mistyped --out must not pass unnoticed
+        console.print(f"note: {out} holds no run to resume (no config.json): starting a new run there")
     clf = DocumentClassifier(model or "han", **options)
     data = prepare_paths(_resolve(train), valid and _resolve(valid), test and _resolve(test), clf.data_settings,
                          _reader_options(fmt, text_col, label_col), use_cache=not no_cache)
@@ -178,8 +180,10 @@ def train(
         return
     best = clf.results.get("best", {})
     if best:
+        speed = clf.results.get("train_docs_per_s", 0)
         console.print(f"best validation: accuracy {best.get('val_acc', float('nan')):.4f}, epoch {best.get('epoch')}; "
-                      f"training {clf.results.get('train_docs_per_s', 0):.0f} documents/s")
+                      + (f"training {speed:.0f} documents/s" if speed else
+                         f"no epoch left to train (the run had reached --epochs {clf.train_config.max_epochs})"))
     elif "valid" in clf.results:  # one-shot baselines (nb, logreg, fasttext-lib): no epochs to choose from
         console.print(f"validation: accuracy {clf.results['valid']['accuracy']:.4f}; "
                       f"trained in {clf.results.get('train_seconds', 0):.1f} s")
@@ -524,6 +528,9 @@ def main() -> None:
     """Entry point: user errors print one line (exit 2), never a traceback."""
     try:
         app(standalone_mode=True)
+    except Interrupted as err:  # the shell's convention: 128 + the signal's number
+        typer.echo(f"interrupted: {err}", err=True)
+        sys.exit(128 + err.signal)
     except DocattnError as err:
         # plain text, never wrapped: a path or line number in the message must stay whole
         typer.echo(f"error: {err}", err=True)

@@ -19,6 +19,14 @@ class ConfigError(DocattnError, ValueError):
     """An option or hyper-parameter has an invalid value (a ValueError too, as Python code expects)."""
 
 
+class Interrupted(DocattnError):
+    """Training stopped by SIGINT or SIGTERM; the CLI exits 128 + ``signal`` (130, 143), never 0."""
+
+    def __init__(self, message: str, signal: int):
+        super().__init__(message)
+        self.signal = signal
+
+
 def checked_values(cls, values: dict) -> dict:
     """``values`` for fields of config dataclass ``cls``, checked against its annotations.
 

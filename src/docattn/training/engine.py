@@ -24,11 +24,11 @@ import torch.nn.functional as F
 
 import lightning as L
 from lightning.pytorch.callbacks import Callback, EarlyStopping, WeightAveraging
-from lightning.pytorch.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from docattn.data.batching import BucketBatchSampler, bucket_keys
 from docattn.data.encoding import EncodedCorpus
-from docattn.errors import CheckpointError, ConfigError
+from docattn.errors import CheckpointError, ConfigError, Interrupted
 from docattn.training.config import TrainConfig
 from docattn.training.inference import make_batch
 from docattn.training.metrics import confusion_matrix
@@ -249,6 +249,18 @@ class BestWeights(Callback):
         self.best_metrics = state.get("best_metrics", {})
 
 
+def _interrupted(err: BaseException, trainer, run_dir: Path | None) -> Interrupted:
+    import signal
+
+    sig = signal.SIGTERM if isinstance(err, SIGTERMException) or getattr(err, "code", 1) in (None, 0) else signal.SIGINT
+    where = f"training stopped by {sig.name} in epoch {trainer.current_epoch + 1} of {trainer.max_epochs} (step {trainer.global_step})"
+    if run_dir is not None and resume_checkpoint(run_dir).exists():
+        best = "; the best weights so far are in its model.safetensors" if (run_dir / "model.safetensors").exists() else ""
+        return Interrupted(f"{where}{best}. Continue {run_dir} with the same command and --resume "
+                           "(from its last finished epoch)", int(sig))
+    return Interrupted(f"{where}, before a checkpoint was written: nothing to resume", int(sig))
+
+
 def resume_checkpoint(run_dir: Path) -> Path:
     """Where a run's ``--resume`` checkpoint lives (written by ``ResumePoint``)."""
     return run_dir / "checkpoints" / "last.ckpt"
@@ -462,6 +474,16 @@ def fit(
             raise
         raise CheckpointError(f"{ckpt_path}: cannot resume from this checkpoint ({str(err).strip().splitlines()[0][:200]}); "
                               "delete it to start the run again") from None
+    except MisconfigurationException as err:  # e.g. resuming a run that already trained more epochs than asked
+        message = str(err).strip().splitlines()[0]
+        if ckpt_path is not None and "max_epochs" in message:
+            raise ConfigError(f"--resume: {ckpt_path} has already trained {trainer.current_epoch} epoch(s); give --epochs "
+                              f"above that to train more (now: {cfg.max_epochs})") from None
+        raise ConfigError(f"training options: {message}") from None
+    except (SIGTERMException, SystemExit, KeyboardInterrupt) as err:
+        # Lightning turns SIGTERM into a SystemExit without a code (exit status 0: "success") and
+        # Ctrl-C into exit(1); both become one error that says where the run stands
+        raise _interrupted(err, trainer, run_dir) from None
     seconds = time.perf_counter() - t0
     if best.best_state is not None:
         model.load_state_dict(best.best_state)

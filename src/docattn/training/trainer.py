@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from docattn.data.prepare import PreparedData
-from docattn.errors import ConfigError
+from docattn.errors import CheckpointError, ConfigError, DocattnError
 
 
 def init_embeddings(model, data: PreparedData, cfg) -> dict:
@@ -105,6 +105,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         if resuming:  # the checkpoint holds the trained embeddings; keep what the run said about them
             from docattn.training.run import read_config
 
+            _check_same_data(run_dir, clf)  # before anything in the run directory is rewritten
             prior = read_config(run_dir).get("results", {})
             results.update({k: v for k, v in prior.items() if k in ("embeddings", "coverage", "embedding_seconds")})
         else:
@@ -136,6 +137,30 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
     if run_dir is not None and results.get("is_global_zero", True):
         save_run(run_dir, clf.model_name, model, clf.vocab, clf.labels, clf.data_settings, cfg, results)
     return results
+
+
+def _check_same_data(run_dir: Path, clf) -> None:
+    """--resume must see the run's own vocabulary and classes: other data would not fit its checkpoint,
+    and saving the new ones over the run's would leave its trained weights unloadable."""
+    from docattn.data.corpus import LabelMap
+    from docattn.data.text import Vocabulary
+    from docattn.training.run import VOCAB, read_config
+
+    try:
+        classes = LabelMap.from_json(read_config(run_dir)["labels"]).classes
+        vocab = Vocabulary.load(run_dir / VOCAB)
+    except (KeyError, TypeError, DocattnError) as err:
+        raise CheckpointError(f"{run_dir}: cannot resume, the run's classes or vocabulary are unreadable ({err})") from None
+    differs = []
+    if classes != clf.labels.classes:
+        differs.append(f"classes {clf.labels.classes} (run: {classes})")
+    if vocab.tokens != clf.vocab.tokens:
+        differs.append(f"a vocabulary of {len(clf.vocab)} words (run: {len(vocab)}"
+                       + (", the same size but other words)" if len(vocab) == len(clf.vocab) else ")"))
+    if differs:
+        raise CheckpointError(f"--resume: this training data gives {' and '.join(differs)}, so it is not the data "
+                              f"{run_dir} was trained on; nothing was changed. Resume with the run's own --train "
+                              "(and --valid) data, or start a new run with another --out")
 
 
 def _brief(report: dict) -> dict:
