@@ -17,7 +17,7 @@ from docattn.data import synthetic
 from docattn.data.encoding import EncodedCorpus
 from docattn.data.text import UNK
 from docattn.explain.faithfulness import compact, fit_to_limits, top_fraction
-from docattn.explain.rationale import average_precision, precision_recall_at, rationale_metrics, rationale_scores
+from docattn.explain.rationale import average_precision, model_rationales, precision_recall_at, rationale_metrics, rationale_scores
 from docattn.explain.stats import diagonality, entropy, gini, zero_share
 
 # tiny hyper-parameters of the models used here (fast on two shared CPU cores)
@@ -84,6 +84,23 @@ def test_rationale_metrics_hand_made():
     assert set(rationale_scores([item], [rat])) >= {"documents", "top_sentence_accuracy", "word_auprc"}
     flat = {"layout": "flat", "tokens": ["a", "b", "not", "good", "x"], "token_weights": [0.1, 0.1, 0.2, 0.5, 0.1]}
     assert rationale_metrics([flat], [rat], sentence_lengths=[[2, 3]])["word_auprc"] == 1.0
+
+
+def test_rationale_positions_follow_the_models_text_processing():
+    """HCAN's cleaning drops "," so later words move up; a dropped deciding word is left out."""
+    from docattn.data.corpus import Corpus
+    from docattn.data.text import TextConfig, Vocabulary, documents_to_strings
+    from docattn.explain.attention import surface_sentences
+
+    sentences = [["a dull start .", "the plot , sadly , is not good ."]]
+    corpus = Corpus(texts=[" ".join(sentences[0])], labels=["neg"], sentences=sentences,
+                    rationales=[{"sentences": [1], "words": [[1, 6], [1, 7], [1, 2]]}])  # not, good, ","
+    plain = Vocabulary.build(["x"], TextConfig(), min_count=1)
+    assert model_rationales(plain, corpus)[0]["words"] == [[1, 6], [1, 7], [1, 2]]
+    clean = Vocabulary.build(["x"], TextConfig(hcan_clean=True), min_count=1)
+    assert model_rationales(clean, corpus)[0]["words"] == [[1, 4], [1, 5]]
+    tokens = surface_sentences(clean, documents_to_strings(corpus.texts, corpus.sentences, clean.text_config)[0])
+    assert [tokens[1][j] for _, j in model_rationales(clean, corpus)[0]["words"]] == ["not", "good"]
 
 
 def test_removal_on_encoded_corpus():

@@ -62,7 +62,7 @@ def demo(  # Annotated options keep real defaults: the bare `docattn` calls demo
     from docattn.classifier import DocumentClassifier
     from docattn.data import synthetic
     from docattn.explain.html import write_html
-    from docattn.explain.rationale import rationale_scores
+    from docattn.explain.rationale import model_rationales, rationale_scores
 
     console = Console()
     n_tr = n_train or synthetic.DEFAULT_N_TRAIN
@@ -83,7 +83,7 @@ def demo(  # Annotated options keep real defaults: the bare `docattn` calls demo
     explanations = clf.explain(test.sentences[:50])
     for item, label in zip(explanations, test.labels[:50]):
         item["label"] = label
-    scores = rationale_scores(explanations, test.rationales[:50])
+    scores = rationale_scores(explanations, model_rationales(clf.vocab, test.subset(range(min(50, len(test))))))
     if scores:
         console.print(f"attention vs ground truth on 50 test documents: top sentence correct {scores['top_sentence_accuracy']:.0%}, "
                       f"word AUPRC {scores['word_auprc']:.2f}")

@@ -142,13 +142,15 @@ def register(app) -> None:
         clf, corpus = _load(run, data, split, fmt, n)
         result = attention_statistics(clf, corpus)
         if corpus.rationales is not None and all(r is not None for r in corpus.rationales):
-            from docattn.explain.rationale import rationale_metrics
+            from docattn.explain.rationale import model_rationales, rationale_metrics
             from docattn.explain.stats import surface_token_lists, unlabelled
 
             lengths = None if clf.model.layout == "hierarchical" else [[len(s) for s in doc] for doc in surface_token_lists(clf, corpus)]
-            if lengths is not None and clf.limits.get("max_tokens"):
+            limit = clf.limits.get("max_tokens")
+            if lengths is not None and limit and any(sum(doc) > limit for doc in lengths):
                 lengths = None  # truncated flat documents: the rationale positions may fall outside
-            scores = rationale_metrics(clf.explain(unlabelled(corpus)), corpus.rationales, sentence_lengths=lengths)
+            scores = rationale_metrics(clf.explain(unlabelled(corpus)), model_rationales(clf.vocab, corpus),
+                                       sentence_lengths=lengths)
             if scores:
                 result["rationales"] = scores
         if as_json:

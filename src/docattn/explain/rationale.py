@@ -106,6 +106,34 @@ def rationale_metrics(explanations: list[dict], rationales: list[dict] | None, k
     return out
 
 
+def model_rationales(vocab, corpus) -> list[dict] | None:
+    """``corpus.rationales`` with each deciding word's position among the *model's* tokens of its sentence.
+
+    The positions index the space-separated tokens of ``corpus.sentences``; a model whose text
+    processing drops tokens (HCAN's cleaning drops "," and others) sees later words at earlier
+    positions. Each source token is run through the model's normalizer and pre-tokenizer alone
+    (the processing is token-local), and a deciding word the processing drops is left out.
+    """
+    if corpus.rationales is None or corpus.sentences is None:
+        return corpus.rationales
+    out = []
+    for sentences, rationale in zip(corpus.sentences, corpus.rationales):
+        if rationale is None:
+            out.append(None)
+            continue
+        position: dict[tuple[int, int], int] = {}
+        for i in {int(i) for i, _ in rationale["words"]}:
+            k = 0
+            for j, token in enumerate(sentences[i].split(" ")):
+                n = len(vocab.tokenize(token))
+                if n:
+                    position[(i, j)] = k
+                k += n
+        words = [[int(i), position[(int(i), int(j))]] for i, j in rationale["words"] if (int(i), int(j)) in position]
+        out.append({**rationale, "words": words})
+    return out
+
+
 def rationale_scores(explanations: list[dict], rationales: list[dict] | None) -> dict:
     """Share of documents whose top-weighted sentence is a deciding one, and mean word-level AUPRC.
 
