@@ -27,6 +27,10 @@ TINY = {
     "hcan-two-target": dict(embedding_dim=16, d_model=16, heads=2),
     "can-two-target": dict(embedding_dim=16, d_model=16, heads=2),
     "cspan": dict(embedding_dim=16, queries=3),
+    "han-ave": dict(embedding_dim=16, hidden_size=8),
+    "han-max": dict(embedding_dim=16, hidden_size=8),
+    "bilstm": dict(embedding_dim=16, hidden_size=8),
+    "fasttext": dict(embedding_dim=16),
 }
 
 
@@ -302,6 +306,31 @@ def test_attention_matrix_figures(self_attention, splits, tmp_path, test_file):
     files = sorted((tmp_path / "figs").glob("*.png"))
     assert len(files) == len(mats) >= 1
     assert all(f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in files)
+
+
+@pytest.mark.parametrize("name", ["han-ave", "han-max", "bilstm"])
+def test_pooling_models_are_explained_by_what_their_pooling_takes(name, splits, tmp_path_factory):
+    """HN-MAX: the share of features each position wins; mean pooling: 1/n for every real position."""
+    clf, _ = _build(name, splits, tmp_path_factory)
+    for item in clf.explain(splits["test"].sentences[:3]):
+        if item["layout"] == "hierarchical":
+            weights = [s["weight"] for s in item["sentences"]]
+            words = [np.asarray(s["word_weights"]) for s in item["sentences"]]
+        else:
+            weights, words = None, [np.asarray(item["token_weights"])]
+        if weights is not None:
+            assert abs(sum(weights) - 1) < 1e-5
+        for w in words:
+            assert abs(w.sum() - 1) < 1e-5 and (w >= 0).all()
+            if name != "han-max":
+                np.testing.assert_allclose(w, 1 / len(w), rtol=1e-5)
+
+
+def test_explain_refuses_a_model_without_weights(splits, tmp_path_factory, test_file, tmp_path):
+    _, run = _build("fasttext", splits, tmp_path_factory)
+    res = CliRunner().invoke(app, ["explain", str(run), "--data", str(test_file), "--html", str(tmp_path / "r.html")])
+    assert res.exit_code != 0 and not (tmp_path / "r.html").exists()
+    assert "gives no attention or pooling weights" in str(res.exception or res.output)
 
 
 def test_attention_matrix_says_when_there_is_none(han, test_file, tmp_path):

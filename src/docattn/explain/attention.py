@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from docattn.data.corpus import Corpus
+from docattn.errors import DocattnError
 from docattn.data.text import SEP_TOKEN, documents_to_strings
 
 
@@ -46,6 +47,9 @@ def explain_documents(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
         result = model(batch.to(device), return_attention=True)
         probs = softmax(result.logits.float().cpu().numpy())
         att = {k: v.float().cpu().numpy() for k, v in (result.attentions or {}).items() if torch.is_tensor(v)}
+        if not {"word", "sentence", "token"} & set(att):
+            raise DocattnError(f"model {clf.model_name!r} gives no attention or pooling weights to explain its decisions "
+                               "with; every attention model, and the max- and mean-pooling ones, do (docattn models)")
         for row, d in enumerate(docs):
             sentences = surface_sentences(clf.vocab, strings[d])
             item = {

@@ -145,7 +145,8 @@ def write_html(items: list[dict], path, title: str = "docattn attention report")
         f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title><style>{_STYLE}</style>"
         f"<script>{_SCRIPT}</script></head><body><h1>{html.escape(title)}</h1>"
         "<p>Bars: sentence attention. Shading: word attention (hierarchical models: sqrt(p_sentence) &times; p_word, "
-        "scaled to each document's maximum).</p>"
+        "scaled to each document's maximum). Models that pool by max instead of attention show the share of the "
+        "pooled features each word or sentence wins; mean pooling gives every position the same weight.</p>"
         + controls
         + "".join(render_document(it) for it in items)
         + "</body></html>"

@@ -68,6 +68,8 @@ class BiLSTMClassifier(nn.Module):
         if return_attention:
             if self.config.pooling == "max":
                 weights = max_pool_shares(h, mask)
+            elif self.config.pooling == "mean":  # what each real position contributes to the mean: 1/n
+                weights = mask / mask.sum(-1, keepdim=True).clamp_min(1)
             out.attentions = {"token": weights} if weights is not None else {}
         return out
 

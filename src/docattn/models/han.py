@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from docattn.data.batching import HierarchicalBatch
 from docattn.models import register_model
-from docattn.models.layers import AttentionPooling, PaddedBiGRU, length_groups, masked_max, masked_mean
+from docattn.models.layers import AttentionPooling, PaddedBiGRU, length_groups, masked_max, masked_mean, max_pool_shares
 from docattn.models.output import ModelOutput
 
 HAN_PAPER = "Yang et al. 2016, Hierarchical Attention Networks for Document Classification"
@@ -70,11 +70,19 @@ class Pooling(nn.Module):
         elif self.kind not in ("mean", "max"):
             raise ValueError(f"pooling must be attention, mean or max, got {self.kind!r}")
 
-    def forward(self, h, mask):
-        """h (N, T, D), mask (N, T) -> pooled (N, D), weights (N, T) or None, pruned mask or None."""
+    def forward(self, h, mask, need_weights: bool = False):
+        """h (N, T, D), mask (N, T) -> pooled (N, D), weights (N, T) or None, pruned mask or None.
+
+        Attention returns its weights always; with ``need_weights`` mean pooling returns what each
+        real position contributes (1/n: HN-AVE's "attention" is uniform) and max pooling the share of
+        the D features each position wins (``max_pool_shares``), so every variant can be explained.
+        """
         if self.kind == "attention":
             return self.attention(h, mask)
-        return (masked_mean(h, mask) if self.kind == "mean" else masked_max(h, mask)), None, None
+        if self.kind == "mean":
+            weights = mask / mask.sum(-1, keepdim=True).clamp_min(1) if need_weights else None
+            return masked_mean(h, mask), weights, None
+        return masked_max(h, mask), (max_pool_shares(h.detach(), mask) if need_weights else None), None
 
 
 class HAN(nn.Module):
@@ -96,7 +104,7 @@ class HAN(nn.Module):
     def hparams(self) -> dict:
         return asdict(self.config)
 
-    def encode_sentences(self, words: torch.Tensor, word_mask: torch.Tensor):
+    def encode_sentences(self, words: torch.Tensor, word_mask: torch.Tensor, need_weights: bool = False):
         """Sentence vectors (S, 2H) from word ids (S, W), with word weights (S, W) and pruned mask.
 
         Sentences of a batch vary a lot in length, so they are encoded in length-sorted groups,
@@ -112,7 +120,7 @@ class HAN(nn.Module):
             self.config.length_groups == 1 or (self.config.length_groups == 0 and _one_group_fits(S * W, words.device)))
         if self.word_encoder.packed or one_group:  # every sentence in one call
             h = self.word_encoder(self.dropout(self.embedding(words)), word_mask)  # (S, W, 2H)
-            return self.word_pool(h, word_mask)
+            return self.word_pool(h, word_mask, need_weights)
         lengths = word_mask.sum(1).cpu()  # on a GPU the one host sync: groups and widths are sized here
         chunks = length_groups(lengths, min(self.config.length_groups, S), self.config.group_step_cost)
         widths = [int(lengths[rows].max()) for rows in chunks]
@@ -137,7 +145,7 @@ class HAN(nn.Module):
         pooled, weights, pruned = [], [], []
         for x, m in zip(inputs, masks):
             h = encode(x, m)  # (rows, w, 2H)   eq. 2-4
-            s, a, p = self.word_pool(h, m)  # (rows, 2H)   eq. 5-7
+            s, a, p = self.word_pool(h, m, need_weights)  # (rows, 2H)   eq. 5-7
             pooled.append(s)
             weights.append(None if a is None else F.pad(a, (0, W - a.shape[1])))
             pruned.append(None if p is None else F.pad(p, (0, W - p.shape[1])))
@@ -149,11 +157,11 @@ class HAN(nn.Module):
         return out, att, prn
 
     def forward(self, batch: HierarchicalBatch, return_attention: bool = False) -> ModelOutput:
-        s, word_w, word_pruned = self.encode_sentences(batch.words, batch.word_mask)  # (S, 2H)
+        s, word_w, word_pruned = self.encode_sentences(batch.words, batch.word_mask, return_attention)  # (S, 2H)
         sent = s[batch.sentence_index]  # (B, L, 2H): sentences back in document order
         mask = batch.sentence_mask  # (B, L)
         h = self.sentence_encoder(sent, mask)  # (B, L, 2H)   eq. 8
-        v, sent_w, sent_pruned = self.sentence_pool(h, mask)  # (B, 2H)   eq. 9-10
+        v, sent_w, sent_pruned = self.sentence_pool(h, mask, return_attention)  # (B, 2H)   eq. 9-10
         logits = self.classifier(self.dropout(v))  # (B, C)   eq. 11
         out = ModelOutput(logits=logits)
         if word_pruned is not None:
