@@ -127,6 +127,14 @@ def test_removal_on_encoded_corpus():
     np.testing.assert_array_equal(fit_to_limits(enc, "flat", {"max_tokens": 3}).tokens, [5, 6, 7, 9, 10])
 
 
+def subprocess_cli(*args):
+    """The installed CLI in a child process: exit status and stderr as a user sees them."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "docattn.cli", *args], capture_output=True, text=True, timeout=300)
+
+
 # ---------------------------------------------------------------- tiny models
 
 
@@ -331,6 +339,28 @@ def test_explain_refuses_a_model_without_weights(splits, tmp_path_factory, test_
     res = CliRunner().invoke(app, ["explain", str(run), "--data", str(test_file), "--html", str(tmp_path / "r.html")])
     assert res.exit_code != 0 and not (tmp_path / "r.html").exists()
     assert "gives no attention or pooling weights" in str(res.exception or res.output)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["attention-matrix", "--sentence", "foo"], "--sentence takes a sentence index"),
+    (["attention-matrix", "--image-format", "bmp"], "--image-format must be one of"),
+    (["attention-dist", "--word", "film", "--out", "x.txt"], "the figure's name must end in"),
+    (["faithfulness", "--percents", "abc"], "--percents takes numbers"),
+    (["faithfulness", "--percents", "0,150"], "above 0 and at most 100"),
+    (["faithfulness", "--ig-steps", "0"], "--ig-steps must be at least 1"),
+    (["explain", "--html", "."], "is a folder; give a file name"),
+])
+def test_explain_commands_check_their_options_first(han, test_file, args, message):
+    res = subprocess_cli(args[0], str(han[1]), "--data", str(test_file), *args[1:])
+    assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr[-1500:]
+
+
+def test_explain_writes_json_into_a_new_folder(han, test_file, tmp_path):
+    res = CliRunner().invoke(app, ["explain", str(han[1]), "--data", str(test_file), "--n", "2",
+                                   "--html", str(tmp_path / "a" / "r.html"), "--json", str(tmp_path / "b" / "w.json")])
+    assert res.exit_code == 0, res.output
+    assert len(json.loads((tmp_path / "b" / "w.json").read_text())) == 2
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["w.json"]  # no temporary file left
 
 
 def test_attention_matrix_says_when_there_is_none(han, test_file, tmp_path):

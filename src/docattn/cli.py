@@ -325,6 +325,8 @@ def explain(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write every weight as JSON."),
     split: Optional[str] = typer.Option(None, "--split"),
     fmt: Optional[str] = typer.Option(None, "--format"),
+    text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), or the JSONL text field."),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column, or the JSONL label field."),
 ):
     """Attention heatmaps: sentence bars and word shading (HAN's sqrt(p_sentence) * p_word rule)."""
     from docattn.classifier import DocumentClassifier
@@ -332,15 +334,20 @@ def explain(
 
     if n < 1:
         raise DocattnError(f"--n is the number of documents to explain, at least 1; got {n}")
+    for flag, path, example in (("--html", html, "report.html"), ("--json", json_out, "weights.json")):
+        if path is not None and path.is_dir():
+            raise DocattnError(f"{flag} {path} is a folder; give a file name, e.g. {path / example}")
     clf = DocumentClassifier.load(run)
-    corpus = _read_eval_corpus(data, split, fmt, None, None)
+    corpus = _read_eval_corpus(data, split, fmt, text_col, label_col)
     corpus = corpus.subset(range(min(n, len(corpus))))
     from docattn.explain.html import add_attention_views
 
     items = add_attention_views(clf.explain(corpus), clf, corpus)  # per-head (HCAN) and per-query (CSPAN) views
     write_html(items, html, title=f"docattn {clf.model_name}: {Path(data).name}")
     if json_out:
-        json_out.write_text(json.dumps(items, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
+        from docattn.explain.html import write_atomic
+
+        write_atomic(json_out, json.dumps(items, ensure_ascii=False, indent=1, default=str))
     _console().print(f"wrote {html}" + (f" and {json_out}" if json_out else ""))
 
 

@@ -16,16 +16,39 @@ from typing import List, Optional
 
 import typer
 
+from docattn.errors import DocattnError
 
-def _load(run: Path, data: str, split: Optional[str], fmt: Optional[str], n: int = 0):
+
+def _load(run: Path, data: str, split: Optional[str], fmt: Optional[str], n: int = 0, text_col=None, label_col=None):
     from docattn.classifier import DocumentClassifier
     from docattn.data.sources import read_evaluation_corpus
 
     clf = DocumentClassifier.load(run)
-    corpus = read_evaluation_corpus(data, split, fmt)
+    corpus = read_evaluation_corpus(data, split, fmt, text_col, label_col)
     if n and n < len(corpus):
         corpus = corpus.subset(range(n))
     return clf, corpus
+
+
+FIGURE_FORMATS = ("png", "svg", "pdf")
+
+
+def _percents(text: str) -> list:
+    """--percents "1,5,10": each k in (0, 100], the share of a document's words removed or kept."""
+    ks = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            k = float(part) if "." in part else int(part)
+        except ValueError:
+            raise DocattnError(f"--percents takes numbers separated by commas, e.g. 1,5,10,20,50; got {part!r}") from None
+        if not 0 < k <= 100:
+            raise DocattnError(f"--percents: each k is a share of a document's words, above 0 and at most 100; got {part}")
+        ks.append(k)
+    if not ks:
+        raise DocattnError("--percents needs at least one value, e.g. 1,5,10,20,50")
+    return ks
 
 
 def _fmt(x, digits: int = 4) -> str:
@@ -60,6 +83,8 @@ def register(app) -> None:
         max_tokens: int = typer.Option(200, "--max-tokens", help="Show at most this many words per axis."),
         split: Optional[str] = typer.Option(None, "--split"),
         fmt: Optional[str] = typer.Option(None, "--format"),
+        text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), or the JSONL text field."),
+        label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column, or the JSONL label field."),
     ):
         """Self-attention heatmaps of one document, words on both axes: one figure per matrix, block and head."""
         from rich.console import Console
@@ -68,7 +93,14 @@ def register(app) -> None:
         from docattn.explain.stats import document_matrices
 
         console = Console(stderr=True)
-        clf, corpus = _load(run, data, split, fmt)
+        image_format = image_format.lower().lstrip(".")
+        if image_format not in FIGURE_FORMATS:
+            raise DocattnError(f"--image-format must be one of {', '.join(FIGURE_FORMATS)}; got {image_format!r}")
+        if sentence is not None and sentence != "all" and not sentence.lstrip("-").isdigit():
+            raise DocattnError(f"--sentence takes a sentence index or 'all'; got {sentence!r}")
+        if out.exists() and not out.is_dir():
+            raise DocattnError(f"--out {out} is a file; attention-matrix writes its figures into a folder")
+        clf, corpus = _load(run, data, split, fmt, 0, text_col, label_col)
         pick = None if sentence is None else ("all" if sentence == "all" else int(sentence))
         matrices = document_matrices(clf, corpus, doc, pick)
         if not matrices:
@@ -79,7 +111,7 @@ def register(app) -> None:
         written = []
         for i, m in enumerate(matrices):
             name = "".join(c if c.isalnum() else "-" for c in m["name"]).strip("-")
-            path = out / f"doc{doc}-{i:03d}-{name}.{image_format.lstrip('.')}"
+            path = out / f"doc{doc}-{i:03d}-{name}.{image_format}"
             written.append(plot_attention_matrix(m["matrix"], m["tokens"], path,
                                                  title=f"{clf.model_name}, document {doc}: {m['name']}", max_tokens=max_tokens))
         console.print(f"wrote {len(written)} figure(s) to {out}")
@@ -98,11 +130,17 @@ def register(app) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON."),
         split: Optional[str] = typer.Option(None, "--split"),
         fmt: Optional[str] = typer.Option(None, "--format"),
+        text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), or the JSONL text field."),
+        label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column, or the JSONL label field."),
     ):
         """Distribution of the attention a word receives over a data set, overall and per gold label."""
         from docattn.explain.stats import word_attention_distribution
 
-        clf, corpus = _load(run, data, split, fmt, n)
+        if out is not None and out.suffix.lower().lstrip(".") not in FIGURE_FORMATS:
+            raise DocattnError(f"--out {out}: the figure's name must end in one of .{', .'.join(FIGURE_FORMATS)}")
+        if level not in ("word", "combined"):
+            raise DocattnError(f"--level must be word or combined; got {level!r}")
+        clf, corpus = _load(run, data, split, fmt, n, text_col, label_col)
         result = word_attention_distribution(clf, corpus, word, level=level, bins=bins)
         result.pop("values")
         result.pop("labels")
@@ -135,11 +173,13 @@ def register(app) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON."),
         split: Optional[str] = typer.Option(None, "--split"),
         fmt: Optional[str] = typer.Option(None, "--format"),
+        text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), or the JSONL text field."),
+        label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column, or the JSONL label field."),
     ):
         """Gini, entropy, exact zeros and diagonality (b = 1..5, SANet Table 2) of every attention the model returns."""
         from docattn.explain.stats import attention_statistics
 
-        clf, corpus = _load(run, data, split, fmt, n)
+        clf, corpus = _load(run, data, split, fmt, n, text_col, label_col)
         result = attention_statistics(clf, corpus)
         if corpus.rationales is not None and all(r is not None for r in corpus.rationales):
             from docattn.explain.rationale import model_rationales, rationale_metrics
@@ -205,19 +245,24 @@ def register(app) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON (one run: its object; several: a list)."),
         split: Optional[str] = typer.Option(None, "--split"),
         fmt: Optional[str] = typer.Option(None, "--format"),
+        text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), or the JSONL text field."),
+        label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column, or the JSONL label field."),
     ):
         """ERASER comprehensiveness (higher: more faithful) and sufficiency (lower: better), with AOPC, per ranking."""
         from docattn.classifier import DocumentClassifier
         from docattn.data.sources import read_evaluation_corpus
         from docattn.explain.faithfulness import faithfulness
 
-        corpus = read_evaluation_corpus(data, split, fmt)
+        ks = _percents(percents)
+        if ig_steps < 1:
+            raise DocattnError(f"--ig-steps must be at least 1 (integrated gradients average the gradients at that many "
+                               f"points between a baseline and the input); got {ig_steps}")
+        corpus = read_evaluation_corpus(data, split, fmt, text_col, label_col)
         if n and n < len(corpus):
             import numpy as np
 
             rows = np.sort(np.random.default_rng(seed).choice(len(corpus), n, replace=False)) if sample else range(n)
             corpus = corpus.subset(rows)
-        ks = [float(p) if "." in p else int(p) for p in percents.split(",") if p.strip()]
         results = []
         for run in runs:
             clf = DocumentClassifier.load(run)

@@ -225,6 +225,11 @@ def gradient_scores(clf, enc: EncodedCorpus, target: np.ndarray, steps: int | No
     """Per token of ``enc``: gradient x input (``steps`` None) or integrated gradients toward ``target`` classes."""
     import torch
 
+    from docattn.errors import ConfigError
+
+    if steps is not None and steps < 1:
+        raise ConfigError(f"integrated gradients need at least 1 step; got {steps}")
+
     from docattn.explain.stats import model_device
     from docattn.training.inference import iter_batches
 
@@ -272,6 +277,11 @@ def faithfulness(
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ConfigError(f"unknown ranking methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
+    if ig_steps < 1:
+        raise ConfigError(f"ig_steps must be at least 1; got {ig_steps}")
+    bad = [k for k in percents if not 0 < k <= 100]
+    if bad or not percents:
+        raise ConfigError(f"percents must be shares of a document's words in (0, 100]; got {list(percents)}")
     corpus = corpus if isinstance(corpus, Corpus) else to_corpus(corpus)
     if n:
         corpus = corpus.subset(range(min(n, len(corpus))))

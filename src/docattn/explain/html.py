@@ -151,9 +151,20 @@ def write_html(items: list[dict], path, title: str = "docattn attention report")
         + "".join(render_document(it) for it in items)
         + "</body></html>"
     )
+    return write_atomic(path, doc)
+
+
+def write_atomic(path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder (created if missing):
+    a crash leaves the old file or the new one, never half of one, and never a stray temporary file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(doc, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
