@@ -120,7 +120,9 @@ def test_benchmark_argument_errors(tmp_path):
     runner = CliRunner()
     for args, message in ((["--seeds", "0"], "--seeds"), (["--models", " "], "no model"),
                           (["--models", "han", "--set", "hsan:dropout=0.1"], "not in --models"),
-                          (["--models", "han", "--set", "hiden_size=3"], "hiden_size")):
+                          (["--models", "han", "--set", "hiden_size=3"], "hiden_size"),
+                          (["--models", "han", "--set", "progress=false"], "set by the benchmark"),
+                          (["--models", "han", "--set", "han:seed=3"], "--first-seed")):
         res = runner.invoke(app, ["benchmark", "--data", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "b"), *args])
         assert res.exit_code != 0 and message in str(res.exception), (args, res.exception)
 

@@ -76,6 +76,8 @@ def test_bad_inputs_give_clear_errors(fitted):
         DocumentClassifier("han").fit(["a", "b"], ["x"])
     with pytest.raises(DataError, match="unseen in training"):
         fitted.score(["good"], ["no-such-class"])
+    with pytest.raises(DocattnError, match="not fitted"):
+        DocumentClassifier("nb").score(["a b"], ["x"])
     with pytest.raises(DataError, match="no label"):
         DocumentClassifier("han").fit(["a", "b"], ["x", None])
     with pytest.raises(ConfigError, match="unknown model"):
@@ -163,6 +165,11 @@ def test_labels_any_hashable(splits):
     clf = DocumentClassifier("han-ave", **FAST).fit(tr.texts, ints)
     assert clf.classes_ == [0, 10, 20, 30]
     assert set(clf.predict(tr.texts[:20])) <= {0, 10, 20, 30}
+    item = clf.explain(tr.texts[:1])[0]
+    assert item["probabilities"][item["prediction"]] == max(item["probabilities"].values())  # keyed like the classes
+    from docattn.explain.attention import explanations_json
+
+    assert set(json.loads(explanations_json([item]))[0]["probabilities"]) == {"0", "10", "20", "30"}
 
 
 def test_tuple_labels_survive_save_and_load(splits, tmp_path):

@@ -200,7 +200,8 @@ def test_bad_training_options_are_one_line_errors(trained_run):
     base = ["train", "--train", str(trained_run / "train.jsonl"), "--out", str(trained_run / "bad"), "--epochs", "1", *TINY]
     cases = [(["--precision", "foo"], "precision"), (["--strategy", "nonsense"], "strategy"),
              (["--set", "hidden_size=-1"], "hidden_size"), (["--set", "min_count=abc"], "min_count must be a whole number"),
-             (["--set", "lowercase=maybe"], "lowercase must be true or false"), (["--accelerator", "tpu"], "training options")]
+             (["--set", "lowercase=maybe"], "lowercase must be true or false"), (["--accelerator", "tpu"], "training options"),
+             (["--max-time", "-5"], "max_time must be above 0"), (["--set", "weight_decay=-1"], "weight_decay must be >= 0")]
     import torch
 
     if not torch.cuda.is_available():

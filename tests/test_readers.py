@@ -592,3 +592,14 @@ def test_arbitrary_text_round_trips_through_csv(texts):
         corpus = read_corpus(path)
     kept = [(expected_text(t), f"c{i}") for i, t in enumerate(texts) if expected_text(t) is not None]
     assert list(zip(corpus.texts, corpus.labels)) == [*kept, ("anchor", "anchor")]
+
+
+def test_a_run_directory_is_not_read_as_data(tmp_path):
+    """A trained model's folder (config.json + vocab.json) would otherwise read as one document per file."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    for name in ("config.json", "vocab.json"):
+        (run / name).write_text("{}")
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"\x80\x02binary")
+    with pytest.raises(DataError, match="is a docattn run directory"):
+        read_splits(run)

@@ -174,6 +174,7 @@ class DocumentClassifier:
 
     def score(self, texts, labels) -> float:
         """Accuracy on ``texts``; labels unseen in training are an error."""
+        self._check_fitted()
         corpus = to_corpus(texts, labels)
         gold = np.asarray(self.labels.encode(corpus.labels, "evaluation data"))
         return float((self.predict_proba(corpus).argmax(1) == gold).mean())

@@ -61,7 +61,8 @@ def demo(  # Annotated options keep real defaults: the bare `docattn` calls demo
 
     from docattn.classifier import DocumentClassifier
     from docattn.data import synthetic
-    from docattn.explain.html import write_html
+    from docattn.explain.attention import explanations_json
+    from docattn.explain.html import write_atomic, write_html
     from docattn.explain.rationale import model_rationales, rationale_scores
 
     console = Console()
@@ -87,7 +88,7 @@ def demo(  # Annotated options keep real defaults: the bare `docattn` calls demo
     if scores:
         console.print(f"attention vs ground truth on 50 test documents: top sentence correct {scores['top_sentence_accuracy']:.0%}, "
                       f"word AUPRC {scores['word_auprc']:.2f}")
-    (out / "explanations.json").write_text(json.dumps(explanations, indent=1, ensure_ascii=False), encoding="utf-8")
+    write_atomic(out / "explanations.json", explanations_json(explanations))
     write_html(explanations[:20], out / "report.html", title=f"docattn {model} on the embedded corpus")
     clf.results["demo_test_accuracy"] = acc
     clf.save(out)
@@ -345,9 +346,10 @@ def explain(
     items = add_attention_views(clf.explain(corpus), clf, corpus)  # per-head (HCAN) and per-query (CSPAN) views
     write_html(items, html, title=f"docattn {clf.model_name}: {Path(data).name}")
     if json_out:
+        from docattn.explain.attention import explanations_json
         from docattn.explain.html import write_atomic
 
-        write_atomic(json_out, json.dumps(items, ensure_ascii=False, indent=1, default=str))
+        write_atomic(json_out, explanations_json(items))
     _console().print(f"wrote {html}" + (f" and {json_out}" if json_out else ""))
 
 
@@ -454,6 +456,11 @@ def benchmark(
     unused = sorted(set(per_model) - set(names))
     if unused:
         raise DocattnError(f"--set names {', '.join(unused)}, not in --models ({', '.join(names)})")
+    owned = {"seed": "--first-seed and --seeds", "progress": "the benchmark (one line per validation)",
+             "progress_lines": "the benchmark (one line per validation)"}
+    for opts in (common, *per_model.values()):
+        for key in sorted(set(opts) & set(owned)):
+            raise DocattnError(f"--set {key} is set by {owned[key]}, not by --set")
     from docattn.classifier import DocumentClassifier
 
     for name in names:  # unknown models or options fail before anything trains

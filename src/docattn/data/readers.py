@@ -156,6 +156,9 @@ def _read(path: str | os.PathLike, format: str | None, options: dict[str, Any], 
         return {"all": _READERS[format](_Source("<stdin>", _stdin, options))}
 
     source = _existing(path)
+    if source.is_dir() and (source / "config.json").is_file() and (source / "vocab.json").is_file():
+        raise DataError(f"{source} is a docattn run directory (a trained model), not data; "
+                        "give the documents to read (a file, folder, archive or data set name)")
     if source.is_dir() or _is_archive(source):
         tree = _open_tree(source)
         format = format or _detect_tree(tree)

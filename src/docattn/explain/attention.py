@@ -55,7 +55,7 @@ def explain_documents(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
             item = {
                 "id": corpus.ids[d],
                 "prediction": clf.labels.classes[int(probs[row].argmax())],
-                "probabilities": {str(c): float(p) for c, p in zip(clf.labels.classes, probs[row])},
+                "probabilities": {c: float(p) for c, p in zip(clf.labels.classes, probs[row])},  # keyed like "prediction"
                 "label": corpus.labels[d] if corpus.labels is not None else None,
                 "layout": model.layout,
             }
@@ -82,3 +82,11 @@ def _fit(weights: np.ndarray, n: int) -> list[float]:
     k = min(n, len(weights))
     out[:k] = weights[:k]
     return out.tolist()
+
+
+def explanations_json(items: list[dict]) -> str:
+    """``explain``'s items as JSON text: JSON keys are strings, so the class names of "probabilities" become str."""
+    import json
+
+    ready = [{**it, "probabilities": {str(c): p for c, p in it["probabilities"].items()}} for it in items]
+    return json.dumps(ready, ensure_ascii=False, indent=1, default=str)

@@ -81,6 +81,14 @@ class TrainConfig:
             raise ConfigError(f"loader_workers must be >= 0, got {self.loader_workers}")
         if self.batch_size < 1 or self.max_epochs < 1 or self.lr <= 0:
             raise ConfigError("batch_size and max_epochs must be >= 1 and lr > 0")
+        for name in ("max_time", "val_every_n_steps", "embedding_lr", "num_nodes", "word2vec_epochs"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"{name} must be above 0 (or left unset), got {value}")
+        for name in ("weight_decay", "momentum", "patience", "grad_clip"):  # grad_clip 0: no clipping
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(f"{name} must be >= 0, got {value}")
         self.betas = tuple(self.betas)
 
     def lr_grid(self) -> list[float]:
