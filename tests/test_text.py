@@ -31,6 +31,17 @@ def test_a_blank_line_ends_a_sentence_and_a_single_line_break_does_not():
     assert legacy.count("\x1e") == 2
 
 
+def test_lowercased_text_is_split_like_cased_text():
+    """blingfire ends a sentence only before a capital; a corpus without capitals is split all the same."""
+    text = "the film is superb . the film\nis awful . \"really?\" (i liked it.) ß is no capital. i met dr. smith."
+    assert split_sentences(text) == ["the film is superb .", "the film is awful .", '"really?"', "(i liked it.)",
+                                     "ß is no capital.", "i met dr. smith."]
+    assert split_sentences(text, caseless=False)[0] == 'the film is superb . the film is awful . "really?"'  # blingfire alone
+    cased = "It was approx. five minutes. The cat vs. the dog."  # capitals present: blingfire alone decides
+    assert split_sentences(cased) == split_sentences(cased, caseless=False)
+    assert TextConfig.from_json({"lowercase": True, "paragraphs": True}).caseless_sentences is False  # saved before
+
+
 def test_text_settings_saved_before_paragraphs_existed_keep_their_splitting():
     old = {"lowercase": True, "hcan_clean": False, "split_sentences": True, "unicode_normalize": True}
     assert TextConfig.from_json(old).paragraphs is False

@@ -18,7 +18,8 @@ from docattn.data.splits import stratified_split
 from docattn.data.text import TextConfig, Vocabulary, documents_to_strings, write_json_atomic
 from docattn.errors import ConfigError, DataError, checked_fields
 
-CACHE_VERSION = 2  # 2: text that is not UTF-8 is read as Latin-1 (folders) or refused (line files), no U+FFFD
+CACHE_VERSION = 3  # 2: text that is not UTF-8 is read as Latin-1 (folders) or refused (line files), no U+FFFD
+# 3: TextConfig.caseless_sentences (lowercased text split at . ! ?)
 
 
 @dataclass

@@ -38,6 +38,10 @@ class TextConfig:
     # a blank line ends a sentence (blingfire joins paragraphs: on 20 Newsgroups a post's header
     # block ran into its first paragraph, and the median document's longest "sentence" was 95 words)
     paragraphs: bool = True
+    # text with no capital letter at all (a lowercased corpus) is split as if each word after . ! ?
+    # were capitalised: blingfire only ends a sentence before a capital, so "it was bad . i left ."
+    # stayed one sentence, and HAN read each lowercased document as one long sentence
+    caseless_sentences: bool = True
 
     def __post_init__(self):
         checked_fields(self)
@@ -52,7 +56,7 @@ class TextConfig:
 
 
 # what a saved TextConfig without these fields meant (runs and caches written before they existed)
-LEGACY_TEXT = {"paragraphs": False}
+LEGACY_TEXT = {"paragraphs": False, "caseless_sentences": False}
 PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")  # a blank (or whitespace-only) line
 
 
@@ -60,17 +64,36 @@ def _clean_control(text: str) -> str:
     return text.replace(SEP_TOKEN, " ").replace("\x00", " ")
 
 
-def _sentences(text: str, paragraphs: bool) -> list[str]:
+def _sentences(text: str, paragraphs: bool, caseless: bool = False) -> list[str]:
     """blingfire's sentences (it handles abbreviations such as Dr., U.S., e.g.), per paragraph."""
+    chunks = PARAGRAPH_BREAK.split(text) if paragraphs else [text]
+    return [s for chunk in chunks if chunk.strip() for s in _blingfire(chunk, caseless) if s.strip()]
+
+
+# a word right after sentence-final punctuation (and any closing quote or bracket) and a space
+_AFTER_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+[\"'(\[]*(\w)")
+
+
+def _blingfire(chunk: str, caseless: bool) -> list[str]:
+    """blingfire's sentences of ``chunk``; with ``caseless``, a chunk without capitals is split on a
+    copy whose words after . ! ? are capitalised (same length), and cut from the original text."""
     import blingfire
 
-    chunks = PARAGRAPH_BREAK.split(text) if paragraphs else [text]
-    return [s for chunk in chunks if chunk.strip() for s in blingfire.text_to_sentences(chunk).split("\n") if s.strip()]
+    if not (caseless and chunk == chunk.lower() and chunk != chunk.upper()):
+        return blingfire.text_to_sentences(chunk).split("\n")
+    chars = list(chunk)
+    for m in _AFTER_SENTENCE_END.finditer(chunk):
+        upper = m.group(1).upper()
+        if len(upper) == 1:  # "ß".upper() is "SS": leave such a word as it is
+            chars[m.start(1)] = upper
+    _, offsets = blingfire.text_to_sentences_and_offsets("".join(chars))
+    return [chunk[a:b].replace("\n", " ") for a, b in offsets]  # a line break inside a sentence, as blingfire gives it
 
 
-def split_sentences(text: str, paragraphs: bool = True) -> list[str]:
-    """Sentences of ``text``; with ``paragraphs`` a blank line also ends one."""
-    return _sentences(_clean_control(text), paragraphs)
+def split_sentences(text: str, paragraphs: bool = True, caseless: bool = True) -> list[str]:
+    """Sentences of ``text``; with ``paragraphs`` a blank line also ends one; with ``caseless`` text
+    without capitals is split at . ! ? as cased text would be."""
+    return _sentences(_clean_control(text), paragraphs, caseless)
 
 
 def join_document(text: str, sentences: Sequence[str] | None, config: TextConfig) -> str:
@@ -82,7 +105,7 @@ def join_document(text: str, sentences: Sequence[str] | None, config: TextConfig
         return _clean_control(text)
     text = _clean_control(text)
     if config.paragraphs:
-        return f" {SEP_TOKEN} ".join(_sentences(text, paragraphs=True))
+        return f" {SEP_TOKEN} ".join(_sentences(text, paragraphs=True, caseless=config.caseless_sentences))
     import blingfire
 
     if not text.strip():
