@@ -65,6 +65,8 @@ def test_truncated_and_mismatched_checkpoints(fitted, tmp_path):
         DocumentClassifier.load(run)
     with pytest.raises(CheckpointError, match="not a run directory"):
         DocumentClassifier.load(tmp_path / "nowhere")
+    with pytest.raises(CheckpointError, match="a file, not a run directory"):
+        DocumentClassifier.load(run / "config.json")
 
 
 def test_bad_inputs_give_clear_errors(fitted):
@@ -80,6 +82,13 @@ def test_bad_inputs_give_clear_errors(fitted):
         DocumentClassifier("nb").score(["a b"], ["x"])
     with pytest.raises(DataError, match="no label"):
         DocumentClassifier("han").fit(["a", "b"], ["x", None])
+
+    class NAType:  # pandas.NA's type, by name: what an empty cell of a nullable column holds
+        pass
+
+    for missing in (float("nan"), np.float32("nan"), NAType()):
+        with pytest.raises(DataError, match="document 1 has no label"):
+            DocumentClassifier("nb").fit(["a", "b"], ["x", missing])
     with pytest.raises(ConfigError, match="unknown model"):
         DocumentClassifier("nope")
     with pytest.raises(ConfigError, match="optimizer"):

@@ -355,6 +355,16 @@ def test_explain_commands_check_their_options_first(han, test_file, args, messag
     assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr[-1500:]
 
 
+def test_hierarchical_options_on_a_flat_model_are_errors(self_attention, test_file, tmp_path):
+    if self_attention[0].model.layout == "hierarchical":
+        pytest.skip("the registered self-attention model is hierarchical")
+    run = str(self_attention[1])
+    res = subprocess_cli("attention-matrix", run, "--data", str(test_file), "--sentence", "1", "--out", str(tmp_path))
+    assert res.returncode == 2 and "--sentence picks a sentence of a hierarchical model" in res.stderr
+    res = subprocess_cli("attention-dist", run, "--data", str(test_file), "--word", "film", "--level", "combined")
+    assert res.returncode == 2 and "no sentence level" in res.stderr
+
+
 def test_explain_writes_json_into_a_new_folder(han, test_file, tmp_path):
     res = CliRunner().invoke(app, ["explain", str(han[1]), "--data", str(test_file), "--n", "2",
                                    "--html", str(tmp_path / "a" / "r.html"), "--json", str(tmp_path / "b" / "w.json")])

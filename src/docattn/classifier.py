@@ -38,11 +38,18 @@ def to_corpus(texts, labels=None, source: str = "input") -> Corpus:
         labels = list(labels)
         if len(labels) != len(texts):
             raise DataError(f"{source}: {len(texts)} documents but {len(labels)} labels")
-        missing = [i for i, y in enumerate(labels) if y is None or (isinstance(y, float) and np.isnan(y))]
+        missing = [i for i, y in enumerate(labels) if _is_missing(y)]
         if missing:
             raise DataError(f"{source}: document {missing[0]} has no label")
         labels = [y.item() if isinstance(y, np.generic) else y for y in labels]
     return Corpus(texts=texts, labels=labels, sentences=sentences, source=source)
+
+
+def _is_missing(label) -> bool:
+    """None, NaN (float or NumPy) and pandas' NA / NaT: what a missing value in a data frame's column is."""
+    if label is None or type(label).__name__ in ("NAType", "NaTType"):
+        return True
+    return isinstance(label, (float, np.floating)) and bool(np.isnan(label))
 
 
 def _no_empty_documents(corpus: Corpus) -> Corpus:

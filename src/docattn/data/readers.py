@@ -334,7 +334,7 @@ def _decode_utf8(raw: bytes, where: str, errors: str, stats: dict[str, int]) -> 
         if errors == "strict":
             raise DataError(f"{where}: not UTF-8 (byte 0x{raw[error.start]:02x} at offset {error.start}); "
                             "re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 FILE > FILE.utf8) "
-                            "or read it with errors='latin-1' or errors='replace'") from None
+                            "or, from Python, read it with errors='latin-1' or errors='replace'") from None
         stats["decode_errors"] += 1
         return raw.decode("latin-1") if errors == "latin-1" else raw.decode("utf-8", "replace")
 

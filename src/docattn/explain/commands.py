@@ -101,6 +101,9 @@ def register(app) -> None:
         if out.exists() and not out.is_dir():
             raise DocattnError(f"--out {out} is a file; attention-matrix writes its figures into a folder")
         clf, corpus = _load(run, data, split, fmt, 0, text_col, label_col)
+        if sentence is not None and clf.model.layout != "hierarchical":
+            raise DocattnError(f"--sentence picks a sentence of a hierarchical model; {clf.model_name!r} reads each "
+                               "document as one sequence (leave --sentence out)")
         pick = None if sentence is None else ("all" if sentence == "all" else int(sentence))
         matrices = document_matrices(clf, corpus, doc, pick)
         if not matrices:
@@ -141,6 +144,9 @@ def register(app) -> None:
         if level not in ("word", "combined"):
             raise DocattnError(f"--level must be word or combined; got {level!r}")
         clf, corpus = _load(run, data, split, fmt, n, text_col, label_col)
+        if level == "combined" and clf.model.layout != "hierarchical":
+            raise DocattnError(f"--level combined weighs words by their sentence's attention; {clf.model_name!r} has "
+                               "no sentence level (use --level word)")
         result = word_attention_distribution(clf, corpus, word, level=level, bins=bins)
         result.pop("values")
         result.pop("labels")

@@ -84,6 +84,8 @@ def _write_metrics(path: Path, history: list[dict]) -> None:
 
 def read_config(run_dir) -> dict:
     path = Path(run_dir) / CONFIG
+    if Path(run_dir).is_file():
+        raise CheckpointError(f"{run_dir}: a file, not a run directory (the folder train --out wrote, with {CONFIG})")
     if not Path(run_dir).is_dir():
         raise CheckpointError(f"{run_dir}: not a run directory (no such folder)")
     try:
