@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, List, Optional
@@ -540,6 +541,8 @@ _explain_commands.register(app)
 
 def main() -> None:
     """Entry point: user errors print one line (exit 2), never a traceback."""
+    if not sys.stdout.isatty():  # piped or logged: Rich would cut its tables at 80 columns ("negat…")
+        os.environ.setdefault("COLUMNS", "200")
     try:
         app(standalone_mode=True)
     except Interrupted as err:  # the shell's convention: 128 + the signal's number
