@@ -470,6 +470,7 @@ def benchmark(
         raise DocattnError(f"--jobs must be >= 1, got {jobs}")
     # each model's own data settings (e.g. HCAN's text cleaning), one cached preparation per distinct one
     prepare_for = PathData(_resolve(data), test and _resolve(test), _reader_options(fmt, text_col, label_col), name=data)
+    prepare_for(DocumentClassifier(names[0], **{**common, **per_model.get(names[0], {})}).data_settings)  # data errors first
     seed_list = list(range(first_seed, first_seed + seeds))
     rows = run_benchmark(names, prepare_for, seed_list, out, common, f"{Path(data).name}", per_model, log=console.print,
                          runs=runs, jobs=jobs)
