@@ -249,10 +249,16 @@ class BestWeights(Callback):
         self.best_metrics = state.get("best_metrics", {})
 
 
-def _interrupted(err: BaseException, trainer, run_dir: Path | None) -> Interrupted:
+def _interrupted(err: BaseException, trainer, run_dir: Path | None) -> Interrupted | None:
+    """What a signal that stopped ``trainer.fit`` means for the run; None for any other exit."""
     import signal
 
-    sig = signal.SIGTERM if isinstance(err, SIGTERMException) or getattr(err, "code", 1) in (None, 0) else signal.SIGINT
+    if isinstance(err, SIGTERMException) or trainer.received_sigterm:
+        sig = signal.SIGTERM
+    elif isinstance(err, KeyboardInterrupt) or trainer.interrupted:
+        sig = signal.SIGINT
+    else:
+        return None
     where = f"training stopped by {sig.name} in epoch {trainer.current_epoch + 1} of {trainer.max_epochs} (step {trainer.global_step})"
     if run_dir is not None and resume_checkpoint(run_dir).exists():
         best = "; the best weights so far are in its model.safetensors" if (run_dir / "model.safetensors").exists() else ""
@@ -483,7 +489,10 @@ def fit(
     except (SIGTERMException, SystemExit, KeyboardInterrupt) as err:
         # Lightning turns SIGTERM into a SystemExit without a code (exit status 0: "success") and
         # Ctrl-C into exit(1); both become one error that says where the run stands
-        raise _interrupted(err, trainer, run_dir) from None
+        stopped = _interrupted(err, trainer, run_dir)
+        if stopped is None:
+            raise
+        raise stopped from None
     seconds = time.perf_counter() - t0
     if best.best_state is not None:
         model.load_state_dict(best.best_state)
