@@ -195,13 +195,35 @@ def test_resume_continues_with_the_runs_own_settings(trained_run, tmp_path):
     assert epochs == sorted(epochs) and epochs[-1] == 1 and epochs.count(0) == before["training"]["val_per_epoch"]
 
 
+def test_bad_training_inputs_are_one_line_errors(trained_run, tmp_path):
+    """An --out file, unlabelled validation data, a --valid source without a valid split, unlabelled test data."""
+    env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
+    base = ["train", "--train", str(trained_run / "train.jsonl"), "--epochs", "1", *TINY]
+    (tmp_path / "afile").write_text("x")
+    texts = [json.loads(line)["text"] for line in (trained_run / "test.jsonl").read_text().splitlines()[:5]]
+    (tmp_path / "unlabelled.txt").write_text("\n".join(texts) + "\n")
+    (tmp_path / "src" / "train" / "a").mkdir(parents=True)
+    (tmp_path / "src" / "test" / "a").mkdir(parents=True)
+    for split in ("train", "test"):
+        (tmp_path / "src" / split / "a" / "1.txt").write_text(texts[0])
+    cases = [(["--out", str(tmp_path / "afile")], "is a file; give a folder"),
+             (["--out", str(tmp_path / "r1"), "--valid", str(tmp_path / "unlabelled.txt")], "documents have no labels"),
+             (["--out", str(tmp_path / "r2"), "--valid", str(tmp_path / "src")], "but no valid split")]
+    for extra, word in cases:
+        res = run_cli(*base, *extra, env=env)
+        assert res.returncode == 2 and "Traceback" not in res.stderr and word in res.stderr, (extra, res.stderr[-1500:])
+    res = run_cli(*base, "--out", str(tmp_path / "r3"), "--test", str(tmp_path / "unlabelled.txt"), env=env)
+    assert res.returncode == 0 and "test documents have no labels" in res.stderr, res.stderr[-1500:]
+
+
 def test_bad_training_options_are_one_line_errors(trained_run):
     env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
     base = ["train", "--train", str(trained_run / "train.jsonl"), "--out", str(trained_run / "bad"), "--epochs", "1", *TINY]
     cases = [(["--precision", "foo"], "precision"), (["--strategy", "nonsense"], "strategy"),
              (["--set", "hidden_size=-1"], "hidden_size"), (["--set", "min_count=abc"], "min_count must be a whole number"),
              (["--set", "lowercase=maybe"], "lowercase must be true or false"), (["--accelerator", "tpu"], "training options"),
-             (["--max-time", "-5"], "max_time must be above 0"), (["--set", "weight_decay=-1"], "weight_decay must be >= 0")]
+             (["--max-time", "-5"], "max_time must be above 0"), (["--set", "weight_decay=-1"], "weight_decay must be >= 0"),
+             (["--lr", "nan"], "lr a number above 0"), (["--lr", "inf"], "lr a number above 0")]
     import torch
 
     if not torch.cuda.is_available():

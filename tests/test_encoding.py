@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -162,6 +163,22 @@ def test_prepare_paths_second_run_does_not_tokenize(tmp_path, monkeypatch):
     monkeypatch.undo()
     third = prepare_paths(tmp_path / "train.jsonl", None, tmp_path / "test.jsonl", DataSettings(min_count=3), cache_dir=tmp_path / "cache")
     assert third.info["cache"] != second.info["cache"]
+
+
+def test_a_damaged_cache_entry_is_rebuilt_and_no_cache_keeps_nothing(tmp_path):
+    _write_jsonl(tmp_path / "train.jsonl", 300, 0)
+    settings = DataSettings(min_count=2)
+    first = prepare_paths(tmp_path / "train.jsonl", settings=settings, cache_dir=tmp_path / "cache")
+    expected, classes = np.array(first.splits["train"].tokens), first.labels.classes  # copies: the files change below
+    entry = Path(first.info["cache"])
+    del first
+    tokens = entry / "train" / "tokens.npy"
+    tokens.write_bytes(tokens.read_bytes()[: tokens.stat().st_size // 2])  # a disk that filled up, a killed copy
+    (entry / "labels.json").write_text("[")
+    again = prepare_paths(tmp_path / "train.jsonl", settings=settings, cache_dir=tmp_path / "cache")
+    assert np.array_equal(np.asarray(again.splits["train"].tokens), expected) and again.labels.classes == classes
+    off = prepare_paths(tmp_path / "train.jsonl", settings=settings, use_cache=False)
+    assert "cache" not in off.info and np.array_equal(off.splits["train"].tokens, expected)
 
 
 def test_prepare_rejects_unseen_test_label_and_empty_input():

@@ -32,6 +32,12 @@ def _console():
     return Console(stderr=True)
 
 
+def _check_out(out: Path) -> None:
+    """--out is a folder (a run, a benchmark): a file there is an error before any work is done."""
+    if out.exists() and not out.is_dir():
+        raise DocattnError(f"--out {out} is a file; give a folder to write into")
+
+
 def _parse_sets(items: List[str]) -> dict:
     out = {}
     for item in items or []:
@@ -158,6 +164,7 @@ def train(
     from docattn.data.prepare import prepare_paths
 
     console = Console(stderr=True)
+    _check_out(out)
     options = {k: v for k, v in {
         "max_epochs": epochs, "batch_size": batch_size, "lr": lr, "optimizer": optimizer, "seed": seed,
         "valid_fraction": valid_fraction, "min_count": min_count, "max_sentences": max_sentences,
@@ -177,6 +184,8 @@ def train(
     console.print(f"data: {info.get('documents')} documents, vocabulary {len(data.vocab)}, {len(data.labels)} classes "
                   f"(cache: {info.get('cache', 'off')})")
     _print_skipped(console, info)
+    if info.get("cache_error"):
+        console.print(f"note: the encoded corpus is not cached ({info['cache_error']}; $DOCATTN_CACHE picks another folder)")
     clf.fit_prepared(data, run_dir=out, resume=resume)
     if not clf.results.get("is_global_zero", True):
         return
@@ -189,6 +198,9 @@ def train(
     elif "valid" in clf.results:  # one-shot baselines (nb, logreg, fasttext-lib): no epochs to choose from
         console.print(f"validation: accuracy {clf.results['valid']['accuracy']:.4f}; "
                       f"trained in {clf.results.get('train_seconds', 0):.1f} s")
+    if "test" in data.splits and "test" not in clf.results:
+        console.print("note: the test documents have no labels (all or some), so they were not evaluated; "
+                      "docattn predict labels them")
     if "test" in clf.results:
         t = clf.results["test"]
         console.print(f"test: accuracy {t['accuracy']:.4f}, macro-F1 {t['macro_f1']:.4f} ({t['documents']} documents)")
@@ -380,12 +392,13 @@ def tune(
     from docattn.models import get_spec
 
     console = Console()
+    _check_out(out)
     try:
         rates = [float(x) for x in (lr or "").split(",") if x.strip()]
     except ValueError:
         raise DocattnError(f"--lr expects comma-separated numbers, got {lr!r}") from None
-    if (lr is not None and not rates) or any(r <= 0 for r in rates):
-        raise DocattnError(f"--lr needs at least one learning rate, all > 0, got {lr!r}")
+    if (lr is not None and not rates) or any(not 0 < r < float("inf") for r in rates):  # nan fails both
+        raise DocattnError(f"--lr needs at least one learning rate, each a number above 0, got {lr!r}")
     if get_spec(model).layout == "bag":
         raise DocattnError(f"{model} is not trained by gradient descent: there is no learning rate to tune "
                            "(compare its settings with docattn benchmark --set KEY=VALUE)")
@@ -437,6 +450,7 @@ def benchmark(
     from docattn.benchmark import PathData, run_benchmark
 
     console = Console()
+    _check_out(out)
     common, per_model = {}, {}
     for k, v in _parse_sets(sets).items():
         if ":" in k:

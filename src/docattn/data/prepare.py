@@ -8,6 +8,7 @@ encoding, so a second run on the same data reloads memory-mapped arrays without 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from docattn.data.corpus import Corpus, LabelMap
 from docattn.data.encoding import EncodedCorpus, cache_key, cached, encode_corpus, fingerprint_path
 from docattn.data.splits import stratified_split
 from docattn.data.text import TextConfig, Vocabulary, documents_to_strings, write_json_atomic
-from docattn.errors import ConfigError, DataError, checked_fields
+from docattn.errors import ConfigError, DataError, DocattnError, checked_fields
 
 CACHE_VERSION = 3  # 2: text that is not UTF-8 is read as Latin-1 (folders) or refused (line files), no U+FFFD
 # 3: TextConfig.caseless_sentences (lowercased text split at . ! ?)
@@ -79,6 +80,9 @@ def prepare(
     if valid is None:
         tr_idx, va_idx = stratified_split(train.labels, settings.valid_fraction, settings.split_seed)
         train, valid = train.subset(tr_idx), train.subset(va_idx)
+    elif valid.labels is None:
+        raise DataError(f"{valid.source or 'validation data'}: documents have no labels; validation needs them "
+                        "to choose the best weights")
     label_map = LabelMap.from_labels(train.labels, train.classes)
     train_strings = documents_to_strings(train.texts, train.sentences, settings.text)
     vocab = Vocabulary.build(train_strings, settings.text, settings.min_count, settings.max_vocab)
@@ -108,7 +112,10 @@ def read_inputs(train_path, valid_path=None, test_path=None, reader_options: dic
     for name, path in (("valid", valid_path), ("test", test_path)):
         if path is not None:
             split = read_splits(path, **opts)
-            out[name] = split.get(name) or split.get("all") or next(iter(split.values()))
+            if name not in split and "all" not in split:  # never another split: a source's train is no validation data
+                raise DataError(f"{path} holds the splits {sorted(split)} but no {name} split; give --{name} a file or "
+                                f"folder of {name} documents only")
+            out[name] = split.get(name) or split["all"]
     return out
 
 
@@ -141,14 +148,28 @@ def prepare_paths(
         for name, enc in prepared.splits.items():
             enc.save(folder / name)
 
-    if not use_cache:
-        import tempfile
+    if use_cache:
+        key = cache_key(key_parts)
+        try:
+            folder = cached(key, build, cache_dir)
+            try:
+                return _load_prepared(folder, mmap=True)
+            except (DocattnError, ValueError, KeyError, OSError):  # a damaged entry (a truncated file...): build it again
+                shutil.rmtree(folder, ignore_errors=True)
+                return _load_prepared(cached(key, build, cache_dir), mmap=True)
+        except PermissionError as err:  # a read-only cache folder: work without it, and say so
+            unwritable = f"{err.filename or cache_dir}: not writable"
+    else:
+        unwritable = None
+    import tempfile
 
-        with tempfile.TemporaryDirectory() as tmp:
-            build(Path(tmp))
-            return _load_prepared(Path(tmp), mmap=False)
-    folder = cached(cache_key(key_parts), build, cache_dir)
-    return _load_prepared(folder, mmap=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        build(Path(tmp))
+        data = _load_prepared(Path(tmp), mmap=False)
+    data.info.pop("cache", None)  # nothing was kept, so word2vec vectors are not cached either
+    if unwritable:
+        data.info["cache_error"] = unwritable
+    return data
 
 
 def _load_prepared(folder: Path, mmap: bool) -> PreparedData:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 
 from docattn.errors import ConfigError, checked_fields
@@ -79,8 +80,8 @@ class TrainConfig:
             raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.loader_workers < 0:
             raise ConfigError(f"loader_workers must be >= 0, got {self.loader_workers}")
-        if self.batch_size < 1 or self.max_epochs < 1 or self.lr <= 0:
-            raise ConfigError("batch_size and max_epochs must be >= 1 and lr > 0")
+        if self.batch_size < 1 or self.max_epochs < 1 or not 0 < self.lr < math.inf:
+            raise ConfigError(f"batch_size and max_epochs must be >= 1 and lr a number above 0, got lr={self.lr}")
         for name in ("max_time", "val_every_n_steps", "embedding_lr", "num_nodes", "word2vec_epochs"):
             value = getattr(self, name)
             if value is not None and value <= 0:

@@ -50,13 +50,21 @@ def _cached_word2vec(data: PreparedData, dim: int, cfg) -> np.ndarray:
         kind += f"-x{fingerprint_path(cfg.word2vec_text)[:16]}"
     path = Path(folder) / f"word2vec{kind}-d{dim}-e{cfg.word2vec_epochs}-s{cfg.seed}.npy" if folder else None
     if path is not None and path.exists():
-        return np.load(path)
+        try:
+            matrix = np.load(path)
+            if matrix.shape == (len(data.vocab), dim):
+                return matrix
+        except (ValueError, OSError, EOFError):
+            pass  # a damaged file: train the vectors again and replace it
     matrix = train_word2vec(data.splits["train"], data.vocab, dim=dim, epochs=cfg.word2vec_epochs, seed=cfg.seed,
                             skipgram=cfg.word2vec_skipgram, extra=_word2vec_text(data, cfg.word2vec_text))
     if path is not None:
         tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
-        np.save(tmp, matrix)
-        os.replace(tmp, path)
+        try:
+            np.save(tmp, matrix)
+            os.replace(tmp, path)
+        except OSError:  # a read-only cache: the vectors are used, only not kept
+            tmp.unlink(missing_ok=True)
     return matrix
 
 
