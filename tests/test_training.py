@@ -122,6 +122,23 @@ def test_word2vec_initialisation(data):
     np.testing.assert_array_equal(sg, again)  # one worker thread: reproducible
 
 
+def test_word2vec_with_one_worker_is_the_same_in_another_process(data, tmp_path):
+    """gensim seeds each word's start vector with a hash of it; Python's str hash differs per process."""
+    import os
+    import subprocess
+    import sys
+
+    from docattn.data.embeddings import train_word2vec
+
+    here = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1, workers=1)
+    code = ("import numpy as np; from docattn.data import synthetic; from docattn.data.prepare import prepare, DataSettings; "
+            "from docattn.data.embeddings import train_word2vec; sp = synthetic.make_splits(n_train=300, n_test=100, seed=5); "
+            "d = prepare(sp['train'], None, sp['test'], DataSettings(min_count=2)); "
+            f"np.save({str(tmp_path / 'there.npy')!r}, train_word2vec(d.splits['train'], d.vocab, dim=16, epochs=1, workers=1))")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONHASHSEED": "12345"})
+    np.testing.assert_array_equal(here, np.load(tmp_path / "there.npy"))
+
+
 def test_word2vec_reads_extra_unlabelled_text(data, tmp_path):
     """Text from word2vec_text moves the vectors, is cached under its own name, and needs word2vec."""
     from docattn.training.trainer import _cached_word2vec

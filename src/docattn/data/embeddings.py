@@ -28,6 +28,13 @@ class Coverage:
         return f"{self.words_found}/{self.vocab_size} words ({self.vocab_share:.1%}), {self.token_share:.1%} of tokens"
 
 
+def _stable_hash(text: str) -> int:
+    """The same integer for the same string in every process (gensim seeds each word's start vector with it)."""
+    import zlib
+
+    return zlib.crc32(text.encode("utf-8"))
+
+
 def train_word2vec(
     corpus: EncodedCorpus,
     vocab: Vocabulary,
@@ -46,7 +53,8 @@ def train_word2vec(
     Sentences are fed as id strings, so the vectors line up with the vocabulary by id; PAD is 0
     and words word2vec did not keep get small random vectors. ``extra``: more text encoded with
     the same vocabulary (unlabelled reviews, say), read after the training sentences.
-    ``workers``: gensim threads, by default the cores this process may use, at most 8.
+    ``workers``: gensim threads, by default the cores this process may use, at most 8; with 1 the
+    vectors are the same for the same seed in every run (several threads update in a varying order).
     """
     import os
 
@@ -63,6 +71,7 @@ def train_word2vec(
         seed=seed,
         workers=workers,
         sg=int(skipgram),
+        hashfxn=_stable_hash,  # Python's str hash changes per process: vectors would start elsewhere every run
     )
     rng = np.random.default_rng(seed)
     matrix = rng.normal(0.0, 0.1, (len(vocab), dim)).astype(np.float32)

@@ -52,6 +52,9 @@ class TrainConfig:
     # skip-gram instead of CBOW: slower to train; lifted HCAN by 0.53 on IMDB and 4.9 on 20 Newsgroups over 3 seeds,
     # CSPAN by 3.45 on 20 Newsgroups; IMDB HAN not (-0.14), nor SANet or CSPAN on IMDB (seed 0)
     word2vec_skipgram: bool = False
+    # gensim threads: 0 uses the cores (at most 8), fast but the threads' update order varies, so the
+    # vectors differ a little from run to run; 1 gives the same vectors for the same seed, every time
+    word2vec_workers: int = 0
     # more text for word2vec, labels ignored: the training split of a file, folder or archive (aclImdb
     # gives its 50,000 unlabelled train/unsup reviews too); test text is never read
     word2vec_text: str | None = None
@@ -86,7 +89,7 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"{name} must be above 0 (or left unset), got {value}")
-        for name in ("weight_decay", "momentum", "patience", "grad_clip"):  # grad_clip 0: no clipping
+        for name in ("weight_decay", "momentum", "patience", "grad_clip", "word2vec_workers"):  # grad_clip 0: no clipping
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ConfigError(f"{name} must be >= 0, got {value}")

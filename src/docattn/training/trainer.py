@@ -43,7 +43,7 @@ def _cached_word2vec(data: PreparedData, dim: int, cfg) -> np.ndarray:
     from docattn.data.embeddings import train_word2vec
 
     folder = data.info.get("cache")
-    kind = "-sg" if cfg.word2vec_skipgram else ""
+    kind = ("-sg" if cfg.word2vec_skipgram else "") + ("-w1" if cfg.word2vec_workers == 1 else "")
     if cfg.word2vec_text:
         from docattn.data.encoding import fingerprint_path
 
@@ -57,7 +57,8 @@ def _cached_word2vec(data: PreparedData, dim: int, cfg) -> np.ndarray:
         except (ValueError, OSError, EOFError):
             pass  # a damaged file: train the vectors again and replace it
     matrix = train_word2vec(data.splits["train"], data.vocab, dim=dim, epochs=cfg.word2vec_epochs, seed=cfg.seed,
-                            skipgram=cfg.word2vec_skipgram, extra=_word2vec_text(data, cfg.word2vec_text))
+                            skipgram=cfg.word2vec_skipgram, extra=_word2vec_text(data, cfg.word2vec_text),
+                            workers=cfg.word2vec_workers or None)
     if path is not None:
         tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
         try:
