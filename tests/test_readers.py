@@ -147,7 +147,7 @@ def test_zhang_directory_with_classes(tmp_path):
     splits = read_splits(tmp_path / "ag")
     assert list(splits) == ["train", "test"]
     train = splits["train"]
-    assert train.texts == ['Title one\nLine\nbreak "quoted"', "Title two\nBody"]
+    assert train.texts == ['Title one\n\nLine\nbreak "quoted"', "Title two\n\nBody"]
     assert train.labels == ["World", "Sports"] and train.classes == ["World", "Sports"]
     assert read_corpus(tmp_path / "ag" / "test.csv").labels == ["Sports"]
 
@@ -155,8 +155,18 @@ def test_zhang_directory_with_classes(tmp_path):
 def test_zhang_yahoo_three_text_columns_and_no_classes_file(tmp_path):
     path = write(tmp_path / "yahoo" / "test.csv", '"3","Why?","","Because."\n"1","Q","details","A"\n')
     corpus = read_corpus(path, format="zhang")
-    assert corpus.texts == ["Why?\nBecause.", "Q\ndetails\nA"]
+    assert corpus.texts == ["Why?\n\nBecause.", "Q\n\ndetails\n\nA"]
     assert corpus.labels == [3, 1] and corpus.classes is None
+
+
+def test_zhang_ag_news_backslash_line_breaks_and_fields_as_sentences(tmp_path):
+    """AG News marks a line break with runs of backslashes, so "worm\\network" is no "\\n" escape."""
+    path = write(tmp_path / "ag.csv", '"4","Worms","a new worm\\network attack.\\\\The firm said"\n"1","T","one\\ntwo"\n')
+    corpus = read_corpus(path, format="zhang")
+    assert corpus.texts == ["Worms\n\na new worm\nnetwork attack.\nThe firm said", "T\n\none\ntwo"]
+    from docattn.data.text import split_sentences
+
+    assert split_sentences(corpus.texts[1])[0] == "T"  # the title is a sentence of its own
 
 
 def test_tang_directory_gives_three_splits_with_sentences(tmp_path):

@@ -684,10 +684,24 @@ def _read_zhang(source: _Source) -> Corpus:
                     raise DataError(f"{where}: class {class_id} is outside 1-{len(classes)} "
                                     f"({source.classes_name} lists {len(classes)} classes)")
                 label = classes[int(class_id) - 1]
-            parts = (part.replace("\\n", "\n") for part in row[1:])  # Zhang escapes newlines as \n
-            text = "\n".join(part for part in parts if part and not part.isspace())
+            parts = _zhang_unescape(row[1:])
+            # a blank line between title, description (and answer): each field is its own sentence
+            text = "\n\n".join(part for part in parts if part and not part.isspace())
             docs.add(where, str(line), text, label)
     return docs.corpus(labeled=True, classes=list(classes) if classes is not None else None)
+
+
+_NOT_A_NEWLINE_ESCAPE = re.compile(r"\\(?!n)")
+_BACKSLASH_RUN = re.compile(r"\\+")
+
+
+def _zhang_unescape(fields: list[str]) -> list[str]:
+    """Line breaks in Zhang et al.'s CSVs: "\\n" in Yelp, Yahoo and Amazon, but runs of backslashes in
+    AG News ("worm\\Sasser", "results.\\\\Using"), where "social\\network" is a break before "network".
+    A record with any backslash that is no "\\n" is read the AG way: each run of them is a break."""
+    if any(_NOT_A_NEWLINE_ESCAPE.search(f) for f in fields):
+        return [_BACKSLASH_RUN.sub("\n", f) for f in fields]
+    return [f.replace("\\n", "\n") for f in fields]
 
 
 def _read_classes(data: bytes, where: str) -> list[str]:
