@@ -111,6 +111,30 @@ def test_embeddings_from_glove_file(data, tmp_path):
         DocumentClassifier("han", max_epochs=1, embeddings=str(bad), **TINY).fit_prepared(data)
 
 
+def test_frozen_random_embeddings_stay_as_they_started(data):
+    """freeze_embeddings holds for the model's own random vectors too, not only for loaded ones."""
+    import copy
+
+    clf = DocumentClassifier("han", max_epochs=1, embeddings="random", freeze_embeddings=True, **TINY)
+    seen = {}
+    from docattn.training import trainer
+
+    real = trainer.init_embeddings
+
+    def spy(model, d, cfg):
+        info = real(model, d, cfg)
+        seen["start"] = copy.deepcopy(model.embedding.weight.detach())
+        return info
+
+    trainer.init_embeddings = spy
+    try:
+        clf.fit_prepared(data)
+    finally:
+        trainer.init_embeddings = real
+    assert not clf.model.embedding.weight.requires_grad
+    assert bool((clf.model.embedding.weight.detach() == seen["start"]).all())
+
+
 def test_word2vec_initialisation(data):
     from docattn.data.embeddings import train_word2vec
 

@@ -16,7 +16,10 @@ def init_embeddings(model, data: PreparedData, cfg) -> dict:
     """Fill ``model.embedding`` per ``cfg.embeddings``: word2vec on the training split, a file, or random."""
     info: dict = {"embeddings": cfg.embeddings}
     emb = getattr(model, "embedding", None)
-    if emb is None or cfg.embeddings == "random":
+    if emb is None:
+        return info
+    if cfg.embeddings == "random":  # the model's own random start; frozen, if asked, as any other vectors
+        emb.weight.requires_grad_(not cfg.freeze_embeddings)
         return info
     dim = emb.weight.shape[1]
     t0 = time.perf_counter()
