@@ -80,6 +80,8 @@ def test_bad_inputs_give_clear_errors(fitted):
         fitted.score(["good"], ["no-such-class"])
     with pytest.raises(DocattnError, match="not fitted"):
         DocumentClassifier("nb").score(["a b"], ["x"])
+    with pytest.raises(ConfigError, match="batch_size must be at least 1"):
+        fitted.predict_proba(["good"], batch_size=0)
     with pytest.raises(DataError, match="no label"):
         DocumentClassifier("han").fit(["a", "b"], ["x", None])
 

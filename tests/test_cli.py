@@ -59,6 +59,8 @@ def test_models_lists_registry():
     assert _default_reach(get_spec("hcan").training) == "1,000 words per sentence"
     assert _default_reach(get_spec("can-two-target").training) == "1,000 tokens"
     assert _default_reach({"max_sentences": 15, "max_words": 20}) == "15 sentences, 20 words per sentence"
+    res = CliRunner().invoke(app, ["models", "nosuch"])
+    assert res.exit_code != 0 and "no registered model matches 'nosuch'" in str(res.exception)
 
 
 def _write(path: Path, corpus, with_labels=True):

@@ -170,6 +170,9 @@ class DocumentClassifier:
         """(n_documents, n_classes) probabilities, columns in ``classes_`` order."""
         from docattn.training.inference import predict_logits, softmax
 
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
+
         enc = self.encode(texts)
         if hasattr(self.model, "predict_proba_encoded"):
             return self.model.predict_proba_encoded(enc)
@@ -204,7 +207,14 @@ class DocumentClassifier:
 
     @classmethod
     def load(cls, path, device: str = "cpu") -> "DocumentClassifier":
+        """A saved run on ``device`` ("cpu", "cuda", "cuda:1"; "gpu" means "cuda")."""
+        import torch
+
         from docattn.training.run import load_run
+
+        device = "cuda" + device[3:] if str(device).startswith("gpu") else device
+        if str(device).startswith("cuda") and not torch.cuda.is_available():
+            raise ConfigError(f"device={device!r}, but PyTorch sees no CUDA GPU here (use 'cpu')")
 
         run = load_run(path, device)
         clf = cls.__new__(cls)

@@ -110,8 +110,11 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
 
     from docattn.models import get_spec, list_models
 
+    names = list_models(pattern)
+    if not names:
+        raise DocattnError(f"no registered model matches {pattern!r} (names are lowercase: docattn models)")
     table = Table("model", "layout", "reads by default", "description")
-    for name in list_models(pattern):
+    for name in names:
         spec = get_spec(name)
         table.add_row(name, spec.layout, _default_reach(spec.training), spec.description)
     Console().print(table)
