@@ -613,3 +613,18 @@ def test_a_run_directory_is_not_read_as_data(tmp_path):
     (run / "checkpoints" / "last.ckpt").write_bytes(b"\x80\x02binary")
     with pytest.raises(DataError, match="is a docattn run directory"):
         read_splits(run)
+
+
+def test_deeper_folder_trees_are_labelled_by_their_top_label_folders(tmp_path):
+    """pos/batch1/*.txt and neg/batch1/*.txt: the labels are pos and neg, with or without a split folder."""
+    for root in ("plain", "split/train"):
+        for label in ("pos", "neg"):
+            for batch in ("batch1", "batch2"):
+                write(tmp_path / root / label / batch / "1.txt", f"a {label} document")
+    plain = read_corpus(tmp_path / "plain")
+    assert sorted(set(plain.labels)) == ["neg", "pos"] and len(plain) == 4
+    train = read_splits(tmp_path / "split")["train"]
+    assert sorted(set(train.labels)) == ["neg", "pos"] and all(t == f"a {y} document" for t, y in zip(train.texts, train.labels))
+    write(tmp_path / "one" / "top" / "pos" / "1.txt", "only one label folder")
+    assert read_corpus(tmp_path / "one").labels == ["pos"]  # all in one folder: its own name
+

@@ -956,7 +956,8 @@ def _pax_path(records: bytes) -> bytes | None:
 def _folder_documents(tree: _Tree, unlabelled: bool = False) -> list[tuple[str, str, str]]:
     """(member, label, split) of every document: a file whose folder has no subfolders.
 
-    The label is that folder's name; the split is the nearest ancestor named train/test/dev/valid
+    The label is the folder right under the split folder, or under the folder the split-less
+    documents share (so deeper trees keep their top label folders); the split is the nearest ancestor named train/test/dev/valid
     or ending in -train/-test, else "all". Files beside subfolders (README, imdb.vocab, urls_*.txt,
     labeledBow.feat) and folders named like a split are not documents; nor are those of ``unsup``
     unless ``unlabelled`` asks for them.
@@ -968,15 +969,29 @@ def _folder_documents(tree: _Tree, unlabelled: bool = False) -> list[tuple[str, 
             folders.add(parent)
             parent = posixpath.dirname(parent)
     has_subfolders = {posixpath.dirname(folder) for folder in folders}
-    documents = []
+    found = []
     for path in sorted(tree.paths):
         parent = posixpath.dirname(path)
         if not parent or parent in has_subfolders:
             continue
-        *ancestors, label = parent.split("/")
-        if (label in _IGNORED_FOLDERS and not unlabelled) or label.lower() in _SPLIT_ALIASES:
+        parts = parent.split("/")
+        if (parts[-1] in _IGNORED_FOLDERS and not unlabelled) or parts[-1].lower() in _SPLIT_ALIASES:
             continue
-        split = next((s for s in map(_split_name, reversed(ancestors)) if s), "all")
+        at = next((i for i in range(len(parts) - 2, -1, -1) if _split_name(parts[i])), None)
+        found.append((path, parts, at))
+    # the label is the folder right under the split folder (or under the folder all split-less
+    # documents share), so pos/batch1/*.txt and neg/batch1/*.txt are labelled pos and neg, not batch1
+    loose = [parts for _, parts, at in found if at is None]
+    shared = posixpath.commonpath(["/".join(p) for p in loose]) if loose else ""
+    common = len(shared.split("/")) if shared else 0
+    documents = []
+    for path, parts, at in found:
+        if at is not None:
+            label, split = parts[at + 1], _split_name(parts[at])
+        else:
+            label, split = (parts[common] if common < len(parts) else parts[-1]), "all"
+        if label in _IGNORED_FOLDERS and not unlabelled:
+            continue
         documents.append((path, label, split))
     return documents
 
