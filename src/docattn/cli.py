@@ -192,6 +192,11 @@ def train(
     clf.fit_prepared(data, run_dir=out, resume=resume)
     if not clf.results.get("is_global_zero", True):
         return
+    coverage = clf.results.get("coverage")
+    if coverage:  # vectors from a file: how much of the vocabulary they cover (cased vectors, lowercased text...)
+        console.print(f"embeddings: {coverage['words']:,} words of the vocabulary found in {clf.train_config.embeddings} "
+                      f"({coverage['vocab_share']:.1%} of it, {coverage['token_share']:.1%} of training tokens); "
+                      "the rest start random")
     best = clf.results.get("best", {})
     if best:
         speed = clf.results.get("train_docs_per_s", 0)
