@@ -59,6 +59,19 @@ def test_resume_after_a_crash_mid_training(data, tmp_path, monkeypatch):
     assert clf.results["best"]["val_acc"] == max(float(r["val_acc"]) for r in rows)
 
 
+def test_metrics_rows_hold_the_loss_and_rate_since_the_previous_validation(data, tmp_path):
+    """Each row's train_loss is the mean over the documents trained on since the row before, and lr the
+    rate those steps used (an epoch-end scheduler step used to show the next epoch's, 0 on the last row)."""
+    run = tmp_path / "run"
+    DocumentClassifier("han", max_epochs=3, embeddings="random", val_per_epoch=2, schedule="cosine", optimizer="adam",
+                       lr=0.01, **TINY).fit_prepared(data, run_dir=run)
+    rows = list(csv.DictReader(open(run / "metrics.csv")))
+    losses = [float(r["train_loss"]) for r in rows]
+    rates = [float(r["lr"]) for r in rows]
+    assert len(rows) == 6 and all(np.isfinite(losses)) and len(set(losses)) == len(losses)
+    assert all(r > 0 for r in rates) and rates == sorted(rates, reverse=True)
+
+
 def test_a_new_run_in_an_old_folder_starts_afresh(data, tmp_path):
     run = tmp_path / "run"
     counts = []

@@ -301,6 +301,8 @@ class MetricsLog(Callback):
         self._t0 = self._te = self._tv = time.perf_counter()
         self._val_in_epoch = 0.0
         self.resumed = False  # set by fit: continuing from a checkpoint keeps the rows up to it
+        self._loss_sum, self._loss_docs = 0.0, 0  # training loss since the last validation
+        self._lr = float("nan")
 
     def on_train_start(self, trainer, pl_module):
         # a new run starts a new file; a resumed one drops the rows logged after its checkpoint
@@ -326,6 +328,8 @@ class MetricsLog(Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self._tb = time.perf_counter()
+        if trainer.optimizers:  # the rate this step trains at (an epoch-end scheduler step changes it before validation)
+            self._lr = trainer.optimizers[0].param_groups[0]["lr"]
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         last = batch_idx + 1 == trainer.num_training_batches
@@ -337,6 +341,10 @@ class MetricsLog(Callback):
             self.epoch_seconds.append(now - self._te - self._val_in_epoch)
         self.docs += len(batch) * trainer.world_size
         self.busy += dt
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if torch.is_tensor(loss):  # summed on the device: no host sync per step
+            self._loss_sum = self._loss_sum + loss.detach().float() * len(batch)
+            self._loss_docs += len(batch)
         pl_module.log("docs/s", len(batch) * trainer.world_size / max(dt, 1e-9), prog_bar=True, on_step=True, on_epoch=False)
 
     def on_validation_start(self, trainer, pl_module):
@@ -350,14 +358,17 @@ class MetricsLog(Callback):
         row = {
             "epoch": trainer.current_epoch,
             "step": trainer.global_step,
-            "train_loss": float(m["train_loss_epoch"]) if "train_loss_epoch" in m else (float(m["train_loss_step"]) if "train_loss_step" in m else float("nan")),
+            # mean loss of the documents trained on since the previous validation (Lightning's epoch mean
+            # is only complete at the epoch's end, so mid-epoch rows showed the previous epoch's)
+            "train_loss": float(self._loss_sum / self._loss_docs) if self._loss_docs else float("nan"),
             "val_loss": float(m["val_loss"]),
             "val_acc": float(m["val_acc"]),
             "val_macro_f1": float(m["val_macro_f1"]),
             "train_docs_per_s": self.docs / max(self.busy, 1e-9),
             "elapsed_s": time.perf_counter() - self._t0,
-            "lr": trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else float("nan"),
+            "lr": self._lr,
         }
+        self._loss_sum, self._loss_docs = 0.0, 0
         self.rows.append(row)
         if self.echo and trainer.is_global_zero:
             print(f"  epoch {row['epoch']} step {row['step']}: val_acc {row['val_acc']:.4f} val_loss {row['val_loss']:.4f} "
