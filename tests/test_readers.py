@@ -152,6 +152,16 @@ def test_zhang_directory_with_classes(tmp_path):
     assert read_corpus(tmp_path / "ag" / "test.csv").labels == ["Sports"]
 
 
+def test_zhang_folder_without_classes_file_is_detected(tmp_path):
+    """Yelp and Amazon polarity/full ship train.csv and test.csv only."""
+    write(tmp_path / "yelp" / "train.csv", '"2","great food"\n"1","cold soup"\n')
+    write(tmp_path / "yelp" / "test.csv", '"1","rude staff"\n')
+    write(tmp_path / "yelp" / "readme.txt", "Yelp review polarity")
+    assert detect_format(tmp_path / "yelp") == "zhang"
+    splits = read_splits(tmp_path / "yelp")
+    assert splits["train"].labels == [2, 1] and splits["test"].texts == ["rude staff"]
+
+
 def test_zhang_yahoo_three_text_columns_and_no_classes_file(tmp_path):
     path = write(tmp_path / "yahoo" / "test.csv", '"3","Why?","","Because."\n"1","Q","details","A"\n')
     corpus = read_corpus(path, format="zhang")

@@ -460,3 +460,16 @@ def test_checksum_mismatch_never_touches_a_local_source(bbc_entry, bbc_archive, 
     with pytest.raises(DataError, match="cached copy was deleted"):
         download(info.name, url=str(bbc_archive), progress=False)
     assert bbc_archive.exists() and leftovers(isolated_cache) == []
+
+
+def test_zhang_set_without_classes_file_gets_the_registrys_names(tmp_path, isolated_cache):
+    """Yelp and Amazon ship no classes.txt: the install writes the registry's, so labels are names."""
+    from docattn.data.readers import read_splits
+
+    src = tmp_path / "yelp_review_polarity_csv"
+    src.mkdir()
+    (src / "train.csv").write_text('"2","great food"\n"1","cold soup"\n')
+    (src / "test.csv").write_text('"1","rude staff"\n')
+    root = download("yelp_polarity", url=str(src), progress=False)
+    assert (root / "classes.txt").read_text().split() == ["negative", "positive"]
+    assert read_splits(root)["train"].labels == ["positive", "negative"]

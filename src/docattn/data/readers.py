@@ -293,6 +293,11 @@ def _detect_tree(tree: _Tree) -> str:
     folders_with_classes = {posixpath.dirname(p) for p in tree.paths if posixpath.basename(p) == "classes.txt"}
     if any(posixpath.dirname(p) in folders_with_classes and p.endswith(".csv") for p in tree.paths):
         return "zhang"
+    names = {}
+    for p in tree.paths:
+        names.setdefault(posixpath.dirname(p), set()).add(posixpath.basename(p))
+    if any({"train.csv", "test.csv"} <= files for files in names.values()):  # Zhang's Yelp and Amazon: no classes.txt
+        return "zhang"
     if any(p.endswith(".ss") for p in tree.paths):
         return "tang"
     return "folder"

@@ -604,6 +604,9 @@ def _install(target: Path, info: DatasetInfo, fill) -> None:
                 f"{info.name}: the archive holds no folder with {', '.join(info.files)} "
                 f"(expected the {info.layout!r} layout)"
             )
+        if info.layout == "zhang" and not (root / "classes.txt").exists() and info.class_names:
+            # Yelp and Amazon ship no classes.txt: write the registry's names, so labels read as names, not 1, 2
+            (root / "classes.txt").write_text("\n".join(info.class_names) + "\n", encoding="utf-8")
         if info.layout == "tang":  # keep just this set's .ss files: the archive holds all four sets
             flat = Path(tempfile.mkdtemp(prefix=f".{info.name}.", suffix=".tmp", dir=target.parent))
             for file_name in info.files:
