@@ -199,3 +199,16 @@ def test_validation_split_is_stratified():
     assert set(tr) | set(va) == set(range(100)) and not set(tr) & set(va)
     tr2, va2 = stratified_split(labels, 0.3, seed=0)
     assert np.array_equal(va, va2)
+
+
+def test_a_classes_file_beside_a_csv_is_part_of_its_fingerprint(tmp_path):
+    """A Zhang CSV's class names come from classes.txt beside it: renaming them must not reuse the cache."""
+    from docattn.data.encoding import fingerprint_path
+
+    (tmp_path / "train.csv").write_text('"1","a"\n')
+    before = fingerprint_path(tmp_path / "train.csv")
+    (tmp_path / "classes.txt").write_text("pos\nneg\n")
+    named = fingerprint_path(tmp_path / "train.csv")
+    (tmp_path / "classes.txt").write_text("POS\nNEG\n")
+    assert len({before, named, fingerprint_path(tmp_path / "train.csv")}) == 3
+

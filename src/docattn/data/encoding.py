@@ -165,13 +165,16 @@ def default_cache_dir() -> Path:
 
 
 def fingerprint_path(path: str | Path) -> str:
-    """Content hash of a file; for a folder, a hash of every file's path, size and mtime."""
+    """Content hash of a file (and of a classes.txt beside it, which names a Zhang CSV's classes);
+    for a folder, a hash of every file's path, size and mtime."""
     path = Path(path)
     h = hashlib.sha256()
     if path.is_file():
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                h.update(block)
+        classes = path.parent / "classes.txt"
+        for part in (path, classes) if classes.is_file() and classes != path else (path,):
+            with open(part, "rb") as f:
+                for block in iter(lambda: f.read(1 << 22), b""):
+                    h.update(block)
     elif path.is_dir():
         for p in sorted(path.rglob("*")):
             if p.is_file():
