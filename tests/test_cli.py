@@ -218,6 +218,15 @@ def test_bad_training_inputs_are_one_line_errors(trained_run, tmp_path):
     assert res.returncode == 0 and "test documents have no labels" in res.stderr, res.stderr[-1500:]
 
 
+def test_train_says_why_it_stopped_and_what_it_ignores(trained_run, tmp_path):
+    env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
+    res = run_cli("train", "--train", str(trained_run / "train.jsonl"), "--out", str(tmp_path / "r"), "--epochs", "50",
+                  "--patience", "1", "--max-tokens", "5", *TINY, env=env)
+    assert res.returncode == 0, res.stderr[-1500:]
+    assert "stopped early, after 1 validation(s) without improvement" in res.stderr
+    assert "--max-tokens has no effect on 'han'" in res.stderr
+
+
 def test_bad_training_options_are_one_line_errors(trained_run):
     env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
     base = ["train", "--train", str(trained_run / "train.jsonl"), "--out", str(trained_run / "bad"), "--epochs", "1", *TINY]

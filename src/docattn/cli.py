@@ -181,6 +181,7 @@ def train(
     elif resume:  # a job script may always pass --resume; a mistyped --out must not pass unnoticed
         console.print(f"note: {out} holds no run to resume (no config.json): starting a new run there")
     clf = DocumentClassifier(model or "han", **options)
+    _note_unused_limits(console, clf, options)
     data = prepare_paths(_resolve(train), valid and _resolve(valid), test and _resolve(test), clf.data_settings,
                          _reader_options(fmt, text_col, label_col), use_cache=not no_cache)
     info = data.info
@@ -197,6 +198,10 @@ def train(
         console.print(f"embeddings: {coverage['words']:,} words of the vocabulary found in {clf.train_config.embeddings} "
                       f"({coverage['vocab_share']:.1%} of it, {coverage['token_share']:.1%} of training tokens); "
                       "the rest start random")
+    if clf.results.get("stopped_early"):
+        console.print(f"stopped early, after {clf.train_config.patience} validation(s) without improvement (--patience)")
+    elif clf.results.get("stopped_on_budget"):
+        console.print(f"stopped on the time budget (--max-time {clf.train_config.max_time:g} s)")
     best = clf.results.get("best", {})
     if best:
         speed = clf.results.get("train_docs_per_s", 0)
@@ -213,6 +218,21 @@ def train(
         t = clf.results["test"]
         console.print(f"test: accuracy {t['accuracy']:.4f}, macro-F1 {t['macro_f1']:.4f} ({t['documents']} documents)")
     console.print(f"run directory: {out}")
+
+
+def _note_unused_limits(console, clf, options: dict) -> None:
+    """Truncation a model's layout does not read (words per sentence for a flat model...) is said, not dropped."""
+    from docattn.models import get_spec
+
+    layout = get_spec(clf.model_name).layout
+    unused = {"hierarchical": ("max_tokens",), "flat": ("max_sentences", "max_words"),
+              "bag": ("max_sentences", "max_words", "max_tokens")}.get(layout, ())
+    for key in unused:
+        if options.get(key):
+            flag = "--" + key.replace("_", "-")
+            console.print(f"note: {flag} has no effect on {clf.model_name!r}, which reads documents as "
+                          + {"hierarchical": "sentences of words", "flat": "one sequence of tokens",
+                             "bag": "bags of words"}[layout])
 
 
 def _print_skipped(console, info: dict) -> None:

@@ -390,6 +390,7 @@ class FitResult:
     train_docs_per_s: float
     train_seconds: float
     stopped_on_budget: bool
+    stopped_early: bool = False  # --patience validations passed without improvement
     epoch_seconds: list[float] = field(default_factory=list)
     is_global_zero: bool = True
     device: str = "cpu"  # where it trained, e.g. "cuda:0" (Lightning hands the model back on the CPU)
@@ -452,8 +453,9 @@ def fit(
     bar = cfg.progress and sys.stderr.isatty()
     log = MetricsLog(run_dir / "metrics.csv" if run_dir is not None else None, echo=cfg.progress_lines or (cfg.progress and not bar))
     callbacks: list[Callback] = ([ema] if ema else []) + [best, log]
-    if cfg.patience:
-        callbacks.append(EarlyStopping(cfg.monitor, patience=cfg.patience, mode=best.mode))
+    early = EarlyStopping(cfg.monitor, patience=cfg.patience, mode=best.mode) if cfg.patience else None
+    if early is not None:
+        callbacks.append(early)
     ckpt_path = None
     if run_dir is not None:
         last = resume_checkpoint(run_dir)
@@ -519,6 +521,7 @@ def fit(
         train_seconds=seconds,
         epoch_seconds=log.epoch_seconds,
         stopped_on_budget=bool(cfg.max_time) and seconds >= cfg.max_time,
+        stopped_early=early is not None and early.wait_count >= early.patience,
         is_global_zero=trainer.is_global_zero,
         device=str(trainer.strategy.root_device),
     )

@@ -136,6 +136,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
             train_docs_per_s=res.train_docs_per_s,
             epoch_seconds=res.epoch_seconds,
             stopped_on_budget=res.stopped_on_budget,
+            stopped_early=res.stopped_early,
             history=res.history,  # one row per validation: what the benchmark's curves plot
         )
         results["is_global_zero"] = res.is_global_zero
