@@ -203,6 +203,20 @@ def test_labels_json_cannot_hold_are_data_errors_at_fit(bad, message):
         DocumentClassifier("nb").fit(["good film", "bad film", "fine film", "poor film"], ["a", bad, "a", bad])
 
 
+def test_saving_over_another_run_drops_its_metrics_and_checkpoint(fitted, tmp_path):
+    old = tmp_path / "old"
+    (old / "checkpoints").mkdir(parents=True)
+    (old / "checkpoints" / "last.ckpt").write_bytes(b"another run")
+    (old / "metrics.csv").write_text("epoch,step\n0,1\n1,2\n2,3\n")
+    fitted.save(old)
+    assert not (old / "checkpoints").exists()
+    rows = (old / "metrics.csv").read_text().splitlines() if (old / "metrics.csv").exists() else []
+    assert rows != ["epoch,step", "0,1", "1,2", "2,3"]  # this model's history, or none: never the other run's
+    again = DocumentClassifier.load(old)
+    again.save(old)  # its own folder: nothing of it is removed
+    assert (old / "config.json").exists() and (old / "metrics.csv").exists() == bool(rows)
+
+
 def test_weights_file_mode_follows_the_umask(fitted, tmp_path):
     run = fitted.save(tmp_path / "run")
     assert (run / "model.safetensors").stat().st_mode & 0o777 == (run / "config.json").stat().st_mode & 0o777

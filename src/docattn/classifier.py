@@ -118,6 +118,7 @@ class DocumentClassifier:
         self.vocab: Vocabulary | None = None
         self.labels: LabelMap | None = None
         self.results: dict = {}
+        self._run_dir: Path | None = None  # the folder this model's run lives in (fit's run_dir, or load's)
 
     # ------------------------------------------------------------------ training
     def fit(self, texts, labels, validation: tuple | None = None, run_dir: str | Path | None = None) -> "DocumentClassifier":
@@ -144,6 +145,7 @@ class DocumentClassifier:
         torch.manual_seed(self.train_config.seed)
         self.model = create_model(self.model_name, vocab_size=len(data.vocab), num_classes=len(data.labels), **self.hparams)
         self.results = train_model(self, data, run_dir=Path(run_dir) if run_dir else None, resume=resume)
+        self._run_dir = Path(run_dir).resolve() if run_dir else None
         return self
 
     @property
@@ -199,10 +201,20 @@ class DocumentClassifier:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path) -> Path:
-        """Write the run directory ``docattn train`` writes (config.json, vocab.json, weights)."""
-        from docattn.training.run import save_run
+        """Write the run directory ``docattn train`` writes (config.json, vocab.json, weights).
+
+        Saved into a folder that holds another run, that run's metrics.csv and resume checkpoint go:
+        they would describe, or resume, a model that is no longer there.
+        """
+        import shutil
+
+        from docattn.training.run import METRICS, save_run
 
         self._check_fitted()
+        path = Path(path)
+        if path.is_dir() and path.resolve() != self._run_dir:
+            (path / METRICS).unlink(missing_ok=True)
+            shutil.rmtree(path / "checkpoints", ignore_errors=True)
         return save_run(path, self.model_name, self.model, self.vocab, self.labels, self.data_settings, self.train_config, self.results)
 
     @classmethod
@@ -222,6 +234,7 @@ class DocumentClassifier:
         clf.data_settings, clf.train_config = run.data, run.training
         clf.hparams = run.config.get("hparams", {})
         clf.results = run.config.get("results", {})
+        clf._run_dir = Path(path).resolve()
         return clf
 
     def __repr__(self) -> str:
