@@ -53,9 +53,10 @@ def test_resume_after_a_crash_mid_training(data, tmp_path, monkeypatch):
     clf = DocumentClassifier("han", max_epochs=4, embeddings="random", val_per_epoch=2, **TINY).fit_prepared(
         data, run_dir=run, resume=True)
     rows = list(csv.DictReader(open(run / "metrics.csv")))
-    assert [int(r["epoch"]) for r in rows] == [0, 0, 1, 1, 2, 2, 3, 3]
+    # 5 batches an epoch, validated after 2 and 4; the last step of the run gets one more
+    assert [int(r["epoch"]) for r in rows] == [0, 0, 1, 1, 2, 2, 3, 3, 3]
     assert [int(r["step"]) for r in rows] == sorted(int(r["step"]) for r in rows)
-    assert [h["epoch"] for h in clf.results["history"]] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [h["epoch"] for h in clf.results["history"]] == [0, 0, 1, 1, 2, 2, 3, 3, 3]
     assert clf.results["best"]["val_acc"] == max(float(r["val_acc"]) for r in rows)
 
 
@@ -68,8 +69,9 @@ def test_metrics_rows_hold_the_loss_and_rate_since_the_previous_validation(data,
     rows = list(csv.DictReader(open(run / "metrics.csv")))
     losses = [float(r["train_loss"]) for r in rows]
     rates = [float(r["lr"]) for r in rows]
-    assert len(rows) == 6 and all(np.isfinite(losses)) and len(set(losses)) == len(losses)
+    assert len(rows) == 7 and all(np.isfinite(losses)) and len(set(losses)) == len(losses)
     assert all(r > 0 for r in rates) and rates == sorted(rates, reverse=True)
+    assert int(rows[-1]["step"]) == 15  # 5 batches an epoch, validated after 2 and 4: the final weights too
 
 
 def test_a_new_run_in_an_old_folder_starts_afresh(data, tmp_path):
@@ -384,7 +386,8 @@ def test_validation_several_times_per_epoch(data):
     assert [row["epoch"] for row in history] == [0, 0, 0, 1, 1, 1]
     assert len({row["step"] for row in history}) == 6
     few = DocumentClassifier("han", max_epochs=1, batch_size=64, embeddings="random", val_per_epoch=3, **TINY).fit_prepared(data)
-    assert len(few.results["history"]) == 2  # 5 batches an epoch: every 2nd, never more validations than asked
+    # 5 batches an epoch: every 2nd (never more often than asked), and the run's last step for its final weights
+    assert [row["step"] for row in few.results["history"]] == [2, 4, 5]
     with pytest.raises(ConfigError, match="val_per_epoch"):
         DocumentClassifier("han", val_per_epoch=0)
 

@@ -272,6 +272,20 @@ def resume_checkpoint(run_dir: Path) -> Path:
     return run_dir / "checkpoints" / "last.ckpt"
 
 
+class ValidateLastStep(Callback):
+    """The final weights get a validation of their own, so they can be the best ones.
+
+    With several validations per epoch (every n batches) the last batches of an epoch that n does
+    not divide are never validated; at the last batch of the last epoch the run would end on
+    weights no validation saw. Lightning validates whenever a run is asked to stop, so ask then.
+    """
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        last_epoch = trainer.max_epochs is not None and 0 < trainer.max_epochs <= trainer.current_epoch + 1
+        if last_epoch and batch_idx + 1 == trainer.num_training_batches:
+            trainer.should_stop = True
+
+
 class ResumePoint(Callback):
     """``checkpoints/last.ckpt`` after every training epoch, written to a temporary file and renamed,
     so ``--resume`` continues a killed run from its last finished epoch (never from a torn file)."""
@@ -452,7 +466,7 @@ def fit(
     # a live bar needs a terminal: redirected to a file it would print nothing until the end
     bar = cfg.progress and sys.stderr.isatty()
     log = MetricsLog(run_dir / "metrics.csv" if run_dir is not None else None, echo=cfg.progress_lines or (cfg.progress and not bar))
-    callbacks: list[Callback] = ([ema] if ema else []) + [best, log]
+    callbacks: list[Callback] = ([ema] if ema else []) + [best, log, ValidateLastStep()]
     early = EarlyStopping(cfg.monitor, patience=cfg.patience, mode=best.mode) if cfg.patience else None
     if early is not None:
         callbacks.append(early)
