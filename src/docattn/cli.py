@@ -224,15 +224,12 @@ def _note_unused_limits(console, clf, options: dict) -> None:
     """Truncation a model's layout does not read (words per sentence for a flat model...) is said, not dropped."""
     from docattn.models import get_spec
 
-    layout = get_spec(clf.model_name).layout
-    unused = {"hierarchical": ("max_tokens",), "flat": ("max_sentences", "max_words"),
-              "bag": ("max_sentences", "max_words", "max_tokens")}.get(layout, ())
+    unused, reads = {"hierarchical": (("max_tokens",), "sentences of words"),
+                     "flat": (("max_sentences", "max_words"), "one sequence of tokens"),
+                     "bag": (("max_sentences", "max_words", "max_tokens"), "bags of words")}[get_spec(clf.model_name).layout]
     for key in unused:
         if options.get(key):
-            flag = "--" + key.replace("_", "-")
-            console.print(f"note: {flag} has no effect on {clf.model_name!r}, which reads documents as "
-                          + {"hierarchical": "sentences of words", "flat": "one sequence of tokens",
-                             "bag": "bags of words"}[layout])
+            console.print(f"note: --{key.replace('_', '-')} has no effect on {clf.model_name!r}, which reads documents as {reads}")
 
 
 def _print_skipped(console, info: dict) -> None:
@@ -506,13 +503,13 @@ def benchmark(
             raise DocattnError(f"--set {key} is set by {owned[key]}, not by --set")
     from docattn.classifier import DocumentClassifier
 
-    for name in names:  # unknown models or options fail before anything trains
-        DocumentClassifier(name, **{**common, **per_model.get(name, {})})
+    # unknown models or options fail before anything trains
+    built = [DocumentClassifier(name, **{**common, **per_model.get(name, {})}) for name in names]
     if jobs < 1:
         raise DocattnError(f"--jobs must be >= 1, got {jobs}")
     # each model's own data settings (e.g. HCAN's text cleaning), one cached preparation per distinct one
     prepare_for = PathData(_resolve(data), test and _resolve(test), _reader_options(fmt, text_col, label_col), name=data)
-    prepare_for(DocumentClassifier(names[0], **{**common, **per_model.get(names[0], {})}).data_settings)  # data errors first
+    prepare_for(built[0].data_settings)  # data errors (no test split...) before the first trial
     seed_list = list(range(first_seed, first_seed + seeds))
     rows = run_benchmark(names, prepare_for, seed_list, out, common, f"{Path(data).name}", per_model, log=console.print,
                          runs=runs, jobs=jobs)

@@ -6,8 +6,8 @@ import numpy as np
 import torch
 
 from docattn.data.corpus import Corpus
-from docattn.errors import DocattnError
 from docattn.data.text import SEP_TOKEN, documents_to_strings
+from docattn.errors import DocattnError
 
 
 def surface_sentences(vocab, string: str) -> list[list[str]]:

@@ -226,12 +226,11 @@ def gradient_scores(clf, enc: EncodedCorpus, target: np.ndarray, steps: int | No
     import torch
 
     from docattn.errors import ConfigError
+    from docattn.explain.stats import model_device
+    from docattn.training.inference import iter_batches
 
     if steps is not None and steps < 1:
         raise ConfigError(f"integrated gradients need at least 1 step; got {steps}")
-
-    from docattn.explain.stats import model_device
-    from docattn.training.inference import iter_batches
 
     model = clf.model
     was_training = model.training

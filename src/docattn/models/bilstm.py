@@ -16,7 +16,7 @@ import torch.nn as nn
 
 from docattn.data.batching import FlatBatch
 from docattn.models import register_model
-from docattn.models.layers import AttentionPooling, PaddedBiLSTM, masked_max, masked_mean, max_pool_shares
+from docattn.models.layers import AttentionPooling, PaddedBiLSTM, masked_max, masked_mean, max_pool_shares, mean_pool_shares
 from docattn.models.output import ModelOutput
 
 PAPER = "Jiang et al., CSPAN (ablation: Bi-LSTM alone); pooling variants as HAN's HN-AVE / HN-MAX / HN-ATT"
@@ -68,8 +68,8 @@ class BiLSTMClassifier(nn.Module):
         if return_attention:
             if self.config.pooling == "max":
                 weights = max_pool_shares(h, mask)
-            elif self.config.pooling == "mean":  # what each real position contributes to the mean: 1/n
-                weights = mask / mask.sum(-1, keepdim=True).clamp_min(1)
+            elif self.config.pooling == "mean":
+                weights = mean_pool_shares(mask)
             out.attentions = {"token": weights} if weights is not None else {}
         return out
 

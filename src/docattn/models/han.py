@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 from docattn.data.batching import HierarchicalBatch
 from docattn.models import register_model
-from docattn.models.layers import AttentionPooling, PaddedBiGRU, length_groups, masked_max, masked_mean, max_pool_shares
+from docattn.models.layers import (AttentionPooling, PaddedBiGRU, length_groups, masked_max, masked_mean, max_pool_shares,
+                                   mean_pool_shares)
 from docattn.models.output import ModelOutput
 
 HAN_PAPER = "Yang et al. 2016, Hierarchical Attention Networks for Document Classification"
@@ -80,7 +81,7 @@ class Pooling(nn.Module):
         if self.kind == "attention":
             return self.attention(h, mask)
         if self.kind == "mean":
-            weights = mask / mask.sum(-1, keepdim=True).clamp_min(1) if need_weights else None
+            weights = mean_pool_shares(mask) if need_weights else None
             return masked_mean(h, mask), weights, None
         return masked_max(h, mask), (max_pool_shares(h.detach(), mask) if need_weights else None), None
 

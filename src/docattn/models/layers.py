@@ -359,6 +359,11 @@ def length_groups(lengths: torch.Tensor, groups: int = 0, step_cost: float = 256
     return list(torch.split(order, sizes))
 
 
+def mean_pool_shares(mask: torch.Tensor) -> torch.Tensor:
+    """Mean-pooling's attribution: 1/n for each of a row's n real positions, 0 on padding, (N, T)."""
+    return mask / mask.sum(-1, keepdim=True).clamp_min(1)
+
+
 def max_pool_shares(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Max-pooling's attribution: the share of the d pooled features each real position wins, (N, T).
 
