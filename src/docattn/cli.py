@@ -147,7 +147,7 @@ def train(
     max_sentences: Optional[int] = typer.Option(None, "--max-sentences"),
     max_words: Optional[int] = typer.Option(None, "--max-words"),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens"),
-    embeddings: Optional[str] = typer.Option(None, "--embeddings", help="word2vec, random, or a GloVe/word2vec file."),
+    embeddings: Optional[str] = typer.Option(None, "--embeddings", help="word2vec, random, or a vector file: GloVe .txt, word2vec/fastText .vec, word2vec .bin, each optionally .gz."),
     accelerator: Optional[str] = typer.Option(None, "--accelerator", help="auto, cpu or gpu."),
     devices: Optional[str] = typer.Option(None, "--devices"),
     num_nodes: Optional[int] = typer.Option(None, "--num-nodes"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from docattn.data.encoding import EncodedCorpus
-from docattn.data.text import PAD, Vocabulary
+from docattn.data.text import PAD, SPECIAL_TOKENS, Vocabulary
 from docattn.errors import DataError
 
 
@@ -97,38 +97,114 @@ class _IdSentences:
 
 
 def load_vectors(path: str | Path, vocab: Vocabulary, corpus: EncodedCorpus | None = None, seed: int = 0) -> tuple[np.ndarray, Coverage]:
-    """Matrix for ``vocab`` from a GloVe text file (no header), word2vec text or binary file.
+    """Matrix for ``vocab`` from a vector file: GloVe text (no header), word2vec / fastText text
+    (``.vec``, with a header), word2vec binary (``.bin``); any of them gzipped (``.gz``).
 
     Words missing from the file get small random vectors; also returns the coverage, where
     ``corpus`` (the training split) gives the share of running tokens covered.
     """
-    from gensim.models import KeyedVectors
-
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: embedding file not found")
-    binary = path.suffix == ".bin"
-    try:
-        if binary:
-            kv = KeyedVectors.load_word2vec_format(str(path), binary=True, unicode_errors="replace")
-        else:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                first = f.readline().split()
-            glove = not (len(first) == 2 and all(x.isdigit() for x in first))
-            kv = KeyedVectors.load_word2vec_format(str(path), binary=False, no_header=glove, unicode_errors="replace")
-    except (ValueError, UnicodeDecodeError, EOFError) as err:
-        raise DataError(f"{path}: not a GloVe/word2vec vector file ({err})") from None
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder, not a vector file")
+    if path.name.endswith((".bin", ".bin.gz")):
+        vectors, dim = _read_binary(path, vocab)
+    else:
+        vectors, dim = _read_text(path, vocab)
     rng = np.random.default_rng(seed)
-    matrix = rng.normal(0.0, 0.1, (len(vocab), kv.vector_size)).astype(np.float32)
+    matrix = rng.normal(0.0, 0.1, (len(vocab), dim)).astype(np.float32)
     found = np.zeros(len(vocab), dtype=bool)
-    for i, word in enumerate(vocab.tokens[3:], start=3):
-        idx = kv.key_to_index.get(word)
-        if idx is not None:
-            matrix[i] = kv.vectors[idx]
-            found[i] = True
+    for i, vector in vectors.items():
+        matrix[i] = vector
+        found[i] = True
     matrix[PAD] = 0.0
     token_share = float("nan")
     if corpus is not None and len(corpus.tokens):
         counts = np.bincount(np.asarray(corpus.tokens), minlength=len(vocab))
         token_share = float(counts[found].sum() / counts.sum())
-    return matrix, Coverage(int(found.sum()), len(vocab) - 3, token_share)
+    return matrix, Coverage(int(found.sum()), len(vocab) - len(SPECIAL_TOKENS), token_share)
+
+
+def _wanted(vocab: Vocabulary) -> dict[str, int]:
+    """Vocabulary words that can take a pre-trained vector (not PAD, UNK or the sentence marker)."""
+    return {word: i for i, word in enumerate(vocab.tokens) if i >= len(SPECIAL_TOKENS)}
+
+
+def _read_binary(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], int]:
+    """word2vec's binary format through gensim (which reads ``.gz`` itself)."""
+    import struct
+
+    from gensim.models import KeyedVectors
+
+    try:
+        kv = KeyedVectors.load_word2vec_format(str(path), binary=True, unicode_errors="replace")
+    except (ValueError, UnicodeDecodeError, EOFError, OSError, struct.error) as err:
+        raise DataError(f"{path}: not a word2vec binary vector file ({err})") from None
+    wanted = _wanted(vocab)
+    vectors = {wanted[w]: kv.vectors[j] for w, j in kv.key_to_index.items() if w in wanted}
+    return vectors, int(kv.vector_size)
+
+
+def _open_text(path: Path):
+    """Text lines of a vector file, gunzipped when it starts with gzip's magic bytes."""
+    import gzip
+
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="\n")
+    return open(path, encoding="utf-8", errors="replace", newline="\n")
+
+
+def _read_text(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], int]:
+    """GloVe or word2vec text vectors, keeping only the vocabulary's words, read line by line.
+
+    Streaming keeps memory at the vocabulary's size (gensim would hold all 2.2 million GloVe-840B
+    vectors) and copes with GloVe-840B's keys that contain spaces: a line's last ``dim`` fields are
+    its vector and everything before them its key. Such keys never match a token, so they are skipped.
+    A line with fewer than ``dim`` values is an error naming it.
+    """
+    wanted = _wanted(vocab)
+    vectors: dict[int, np.ndarray] = {}
+    dim = 0
+    try:
+        with _open_text(path) as f:
+            for number, line in enumerate(f, start=1):
+                line = line.rstrip("\r\n ")
+                if number == 1:
+                    fields = line.split(" ")
+                    if len(fields) == 2 and all(x.isdigit() for x in fields):
+                        dim = int(fields[1])  # word2vec / fastText header: count and dimension
+                        if dim < 1:
+                            raise DataError(f"{path}:1: the header gives {dim} dimensions")
+                        continue
+                    dim = len(fields) - 1
+                    if dim < 1 or not _floats(fields[1:]):
+                        raise DataError(f"{path}:1: not a GloVe/word2vec vector file (expected a word and its numbers, "
+                                        f"or a 'count dimension' header; got {line[:60]!r})")
+                if not line:
+                    continue
+                spaces = line.count(" ")
+                if spaces < dim:
+                    raise DataError(f"{path}:{number}: {spaces} values, expected {dim} (the first line's)")
+                word, _, rest = line.partition(" ")
+                if spaces > dim or word not in wanted:
+                    continue  # a key with spaces, or a word the vocabulary does not have
+                try:
+                    vectors.setdefault(wanted[word], np.array(rest.split(" "), dtype=np.float32))
+                except ValueError:
+                    raise DataError(f"{path}:{number}: the values of {word!r} are not all numbers") from None
+    except (OSError, EOFError) as err:
+        raise DataError(f"{path}: cannot read it ({err})") from None
+    if dim == 0:
+        raise DataError(f"{path}: empty vector file")
+    return vectors, dim
+
+
+def _floats(fields: list[str]) -> bool:
+    try:
+        np.array(fields, dtype=np.float32)
+    except ValueError:
+        return False
+    return True

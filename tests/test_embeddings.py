@@ -1,0 +1,101 @@
+"""Pre-trained vector files: every format users download, gzipped or not, and bad files named."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from docattn.data.embeddings import load_vectors
+from docattn.data.text import SPECIAL_TOKENS, TextConfig, Vocabulary
+from docattn.errors import DataError
+
+VOCAB = Vocabulary(SPECIAL_TOKENS + ["good", "bad", "film", "the"], TextConfig())
+ROWS = {"good": [0.5, -1.0, 2.0], "bad": [1.5, 0.0, -0.25], ".": [9.0, 9.0, 9.0], "film": [0.125, 3.0, 1.0]}
+
+
+def _lines(rows: dict[str, list[float]], trailing: str = "") -> str:
+    return "".join(f"{w} " + " ".join(str(x) for x in v) + trailing + "\n" for w, v in rows.items())
+
+
+def _check(matrix, coverage):
+    assert matrix.shape == (len(VOCAB), 3) and matrix.dtype == np.float32
+    for word in ("good", "bad", "film"):
+        np.testing.assert_allclose(matrix[VOCAB.index[word]], ROWS[word])
+    assert coverage.words_found == 3 and coverage.vocab_size == 4
+    np.testing.assert_array_equal(matrix[0], 0.0)
+    assert np.abs(matrix[VOCAB.index["the"]]).max() < 1  # no vector in the file: a small random start
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gz"])
+@pytest.mark.parametrize("kind", ["glove", "word2vec-text", "fasttext-vec"])
+def test_text_formats(tmp_path, kind, gz):
+    body = {"glove": _lines(ROWS), "word2vec-text": f"{len(ROWS)} 3\n" + _lines(ROWS),
+            "fasttext-vec": f"{len(ROWS)} 3\n" + _lines(ROWS, trailing=" ")}[kind]  # fastText ends lines with a space
+    path = tmp_path / ("vectors.vec" if kind == "fasttext-vec" else "vectors.txt")
+    if gz:
+        path = path.with_name(path.name + ".gz")
+        path.write_bytes(gzip.compress(body.encode()))
+    else:
+        path.write_text(body)
+    _check(*load_vectors(path, VOCAB))
+
+
+@pytest.mark.parametrize("name", ["vectors.bin", "vectors.bin.gz"])
+def test_word2vec_binary(tmp_path, name):
+    from gensim.models import KeyedVectors
+
+    kv = KeyedVectors(3)
+    kv.add_vectors(list(ROWS), np.array(list(ROWS.values()), dtype=np.float32))
+    kv.save_word2vec_format(str(tmp_path / name), binary=True)
+    _check(*load_vectors(tmp_path / name, VOCAB))
+
+
+def test_glove_840b_keys_with_spaces_are_skipped(tmp_path):
+    """GloVe-840B has keys such as '. . .': the last dim fields are the vector, the rest the key."""
+    path = tmp_path / "glove.840B.txt"
+    path.write_text(_lines(ROWS) + ". . . 7 7 7\ngood bad 8 8 8\n")
+    _check(*load_vectors(path, VOCAB))
+
+
+def test_first_occurrence_wins(tmp_path):
+    path = tmp_path / "glove.txt"
+    path.write_text(_lines(ROWS) + "good 4 4 4\n")
+    matrix, _ = load_vectors(path, VOCAB)
+    np.testing.assert_allclose(matrix[VOCAB.index["good"]], ROWS["good"])
+
+
+def test_token_share_counts_running_text(tmp_path):
+    from docattn.data.encoding import EncodedCorpus
+
+    path = tmp_path / "glove.txt"
+    path.write_text(_lines(ROWS))
+    ids = np.array([VOCAB.index[w] for w in ["good", "the", "the", "film"]], dtype=np.int32)
+    corpus = EncodedCorpus(ids, np.array([0, 4]), np.array([0, 1]), np.array([0]))
+    _, coverage = load_vectors(path, VOCAB, corpus)
+    assert coverage.token_share == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("", "empty vector file"),
+    ("text,label\nhello,1\n", r":1: not a GloVe/word2vec vector file"),
+    ("good 1 2 3\nbad 1 2\n", r":2: 2 values, expected 3"),
+    ("good 1 2 3\nfilm 1 x 3\n", r":2: the values of 'film' are not all numbers"),
+    ("5 0\n", r":1: the header gives 0 dimensions"),
+], ids=["empty", "csv", "short-line", "not-numbers", "zero-dim"])
+def test_bad_files_are_named(tmp_path, body, message):
+    path = tmp_path / "vectors.txt"
+    path.write_text(body)
+    with pytest.raises(DataError, match=message):
+        load_vectors(path, VOCAB)
+
+
+def test_missing_folder_and_bad_binary(tmp_path):
+    with pytest.raises(DataError, match="not found"):
+        load_vectors(tmp_path / "nope.txt", VOCAB)
+    with pytest.raises(DataError, match="is a folder"):
+        load_vectors(tmp_path, VOCAB)
+    (tmp_path / "model.bin").write_bytes(b"\x00\x01garbage")
+    with pytest.raises(DataError, match="not a word2vec binary vector file"):
+        load_vectors(tmp_path / "model.bin", VOCAB)
