@@ -336,6 +336,21 @@ def test_fasttext_takes_the_first_label(tmp_path):
     assert read_corpus(write(tmp_path / "cooking.train", "__label__a x\n")).labels == ["a"]
 
 
+def test_integer_labels_sort_as_numbers(tmp_path):
+    """Ratings 1..10 as fastText or CSV labels become ints (classes 1, 2, 10), unless two spellings would merge."""
+    from docattn.data.corpus import LabelMap
+
+    ft = read_corpus(write(tmp_path / "r.txt", "__label__10 great\n__label__2 poor\n__label__1 awful\n"))
+    assert ft.labels == [10, 2, 1] and LabelMap.from_labels(ft.labels).classes == [1, 2, 10]
+    csv_ = read_corpus(write(tmp_path / "r.csv", "text,label\ngreat,10\npoor,2\n"))
+    assert csv_.labels == [10, 2]
+    kept = read_corpus(write(tmp_path / "k.txt", "__label__01 a\n__label__1 b\n"))
+    assert kept.labels == ["01", "1"]
+    for rating in (1, 2, 10):
+        write(tmp_path / "stars" / str(rating) / "a.txt", f"review {rating}")
+    assert read_splits(tmp_path / "stars")["all"].classes == ["1", "2", "10"]
+
+
 def test_lines_one_unlabelled_document_per_line(tmp_path):
     path = write(tmp_path / "in.txt", "\ufefffirst doc\n\nsecond doc\r\n")
     assert detect_format(path) == "lines"

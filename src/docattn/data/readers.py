@@ -516,9 +516,22 @@ def _read_delimited(source: _Source, default_delimiter: str) -> Corpus:
                     raise _missing_label(where, f"column {label_index}")
             text = "\n".join(part for part in (row[i] for i in text_index) if part and not part.isspace())
             docs.add(where, str(line), text, label)
-    if label_index is not None and all(_INTEGER.fullmatch(label) for label in docs.labels):
-        docs.labels = [int(label) for label in docs.labels]
+    if label_index is not None:
+        docs.labels = _integer_labels(docs.labels)
     return docs.corpus(labeled=label_index is not None)
+
+
+def _integer_labels(labels: list[str]) -> list:
+    """Labels as ints when every one is an integer, so ratings sort 1, 2, ..., 10 rather than 1, 10, 2;
+    kept as written when two spellings would become one number ("01" and "1")."""
+    if not all(_INTEGER.fullmatch(label) for label in labels):
+        return labels
+    spellings = {}
+    for label in set(labels):
+        spellings.setdefault(int(label), set()).add(label)
+    if any(len(s) > 1 for s in spellings.values()):
+        return labels
+    return [int(label) for label in labels]
 
 
 def _csv_rows(lines: Iterator[str], source: str, delimiter: str) -> Iterator[tuple[int, list[str]]]:
@@ -756,6 +769,7 @@ def _read_fasttext(source: _Source) -> Corpus:
         if not label:
             raise _missing_label(where, "nothing after __label__")
         docs.add(where, str(line), raw[match.end():], label)
+    docs.labels = _integer_labels(docs.labels)
     return docs.corpus(labeled=True)
 
 
@@ -1007,6 +1021,8 @@ def _read_folder(tree: _Tree, split: str | None, single: bool, on_empty: str, er
         raise DataError(f"no documents in {tree.name} (expected files in label folders, e.g. "
                         "train/pos/1.txt or <topic>/001.txt)")
     classes = sorted({label for _, label, _ in documents})
+    if all(_INTEGER.fullmatch(c) for c in classes):  # folders 1..10 in numeric order (names kept as written)
+        classes.sort(key=int)
     selected = _select_splits(_ordered_splits(s for _, _, s in documents), split, single, tree.name)
     result = {}
     for name in selected:
