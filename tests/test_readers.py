@@ -83,6 +83,19 @@ def test_tsv_and_custom_delimiter(tmp_path):
     assert read_corpus(semicolon, delimiter=";").texts == ["x, y"]
 
 
+def test_tsv_quoted_by_a_csv_writer_or_not_at_all(tmp_path, monkeypatch):
+    """pandas quotes TSV fields holding quotes; GLUE-style files do not, and a text may start with a bare quote."""
+    pandas_style = write(tmp_path / "p.tsv", 'text\tlabel\n"""Great"" film"\tpos\n"two\nlines"\tneg\n')
+    assert read_corpus(pandas_style).texts == ['"Great" film', "two\nlines"]
+    bare = 'text\tlabel\n"Hello world\tpos\nanother\tneg\n"quoted" start\tneg\n'
+    corpus = read_corpus(write(tmp_path / "b.tsv", bare))
+    assert corpus.texts == ['"Hello world', "another", '"quoted" start'] and corpus.labels == ["pos", "neg", "neg"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(bare.encode())))
+    assert read_corpus("-", format="tsv").texts == corpus.texts  # stdin is read once, parsed twice
+    with pytest.raises(DataError, match=r"b\.csv:2: malformed CSV record"):  # CSV keeps its quoting rules
+        read_corpus(write(tmp_path / "b.csv", bare.replace("\t", ",")))
+
+
 # --------------------------------------------------------------------------- jsonl
 
 

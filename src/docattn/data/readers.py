@@ -13,6 +13,7 @@ import bz2
 import codecs
 import contextlib
 import csv
+import dataclasses
 import gzip
 import io
 import json
@@ -477,10 +478,25 @@ def _read_csv(source: _Source) -> Corpus:
 
 
 def _read_tsv(source: _Source) -> Corpus:
-    return _read_delimited(source, "\t")
+    """Tab-separated values, quoted as a CSV writer quotes them (pandas) or not at all (GLUE, most
+    tools): a file that does not parse as quoted, a text field starting with a bare quote say, is
+    read again with quotes as ordinary characters."""
+    if source.open is _stdin:  # read twice at most, so keep what stdin gave
+        with _opened(source) as stream:
+            data = stream.read()
+        source = dataclasses.replace(source, open=lambda: contextlib.nullcontext(
+            io.BytesIO(data) if isinstance(data, bytes) else io.StringIO(data)))
+    try:
+        return _read_delimited(source, "\t")
+    except _QuotingError:
+        return _read_delimited(source, "\t", quoted=False)
 
 
-def _read_delimited(source: _Source, default_delimiter: str) -> Corpus:
+class _QuotingError(DataError):
+    """A record the csv module could not parse with quotes."""
+
+
+def _read_delimited(source: _Source, default_delimiter: str, quoted: bool = True) -> Corpus:
     """Chosen text column(s) and a label column, by header name or 0-based index."""
     options = source.options
     delimiter = options.get("delimiter") or default_delimiter
@@ -496,7 +512,7 @@ def _read_delimited(source: _Source, default_delimiter: str) -> Corpus:
 
     docs = _Documents(source.name, options.get("on_empty", "skip"))
     with _opened(source) as stream:
-        rows = _csv_rows(_source_lines(stream, source, docs.stats), source.name, delimiter)
+        rows = _csv_rows(_source_lines(stream, source, docs.stats), source.name, delimiter, quoted)
         sample = list(islice(rows, _SAMPLE_ROWS))
         if not sample:
             raise DataError(f"no documents in {source.name}")
@@ -534,10 +550,13 @@ def _integer_labels(labels: list[str]) -> list:
     return [int(label) for label in labels]
 
 
-def _csv_rows(lines: Iterator[str], source: str, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+def _csv_rows(lines: Iterator[str], source: str, delimiter: str, quoted: bool = True) -> Iterator[tuple[int, list[str]]]:
     """(first line number, fields) of each non-blank record; quoting errors name the line."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # documents are longer than the 128 KiB default
-    reader = csv.reader(lines, delimiter=delimiter, strict=True)
+    if quoted:
+        reader = csv.reader(lines, delimiter=delimiter, strict=True)
+    else:
+        reader = csv.reader(lines, delimiter=delimiter, quoting=csv.QUOTE_NONE)
     while True:
         start = reader.line_num + 1
         try:
@@ -545,7 +564,7 @@ def _csv_rows(lines: Iterator[str], source: str, delimiter: str) -> Iterator[tup
         except StopIteration:
             return
         except csv.Error as error:
-            raise DataError(f"{source}:{start}: malformed CSV record ({error})") from None
+            raise _QuotingError(f"{source}:{start}: malformed CSV record ({error})") from None
         if row:
             yield start, row
 
