@@ -329,6 +329,56 @@ def test_fast_tar_reader_matches_tarfile(tmp_path, monkeypatch, mode, kwargs):
     assert fast.paths == slow.paths == sorted(files) and fast.data == slow.data
 
 
+def test_linked_label_folders_are_followed_without_looping(tmp_path):
+    """data/train/pos -> elsewhere is read (it was silently dropped); a link to an ancestor does not loop."""
+    write(tmp_path / "elsewhere" / "pos" / "1.txt", "superb")
+    write(tmp_path / "data" / "train" / "neg" / "1.txt", "awful")
+    (tmp_path / "data" / "train" / "pos").symlink_to(tmp_path / "elsewhere" / "pos", target_is_directory=True)
+    (tmp_path / "data" / "train" / "neg" / "loop").symlink_to(tmp_path / "data", target_is_directory=True)
+    write(tmp_path / "data" / "test" / "pos" / "2.txt", "great")
+    corpus = read_corpus(tmp_path / "data", split="train")
+    assert sorted(zip(corpus.labels, corpus.texts)) == [("neg", "awful"), ("pos", "superb")]
+    from docattn.data.encoding import fingerprint_path
+
+    before = fingerprint_path(tmp_path / "data")
+    write(tmp_path / "elsewhere" / "pos" / "2.txt", "fine")  # a change behind the link changes the cache key
+    assert fingerprint_path(tmp_path / "data") != before
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-reader", "tarfile"])
+def test_archive_links_read_as_their_targets(tmp_path, monkeypatch, fast):
+    """Hard links, and symbolic links to files or folders inside the archive, read as their targets;
+    a link leaving the archive is counted in stats["skipped_links"], never silently dropped."""
+    path = tmp_path / "links.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        def add(name, kind=tarfile.REGTYPE, text="", target=""):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, data = kind, target, text.encode()
+            info.size = len(data) if kind == tarfile.REGTYPE else 0
+            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+
+        add("neg/1.txt", text="awful")
+        add("neg/2.txt", tarfile.LNKTYPE, target="neg/1.txt")  # hard links name an earlier member
+        add("pos/1.txt", tarfile.SYMTYPE, target="../shared/good.txt")
+        add("more", tarfile.SYMTYPE, target="shared2")  # a folder link: its files are read under its name
+        add("shared2/3.txt", text="fine")
+        add("shared/good.txt", text="superb")
+        add("pos/3.txt", tarfile.SYMTYPE, target="/etc/passwd")  # outside: skipped, counted
+    if not fast:
+        def not_plain(_path):
+            raise readers._NotPlainTar
+            yield
+
+        monkeypatch.setattr(readers, "_plain_tar_members", not_plain)
+    tree = readers._archive_tree(path)
+    assert tree.data["neg/2.txt"] == b"awful" and tree.data["pos/1.txt"] == b"superb"
+    assert tree.data["more/3.txt"] == b"fine" and tree.skipped_links == ["pos/3.txt -> (outside the archive)"]
+    corpus = read_corpus(path)
+    assert sorted(zip(corpus.labels, corpus.texts)) == [
+        ("more", "fine"), ("neg", "awful"), ("neg", "awful"), ("pos", "superb"), ("shared", "superb"), ("shared2", "fine")]
+    assert corpus.stats["skipped_links"] == 1
+
+
 def test_folder_read_of_one_split_skips_decoding_the_others(tmp_path):
     path = build_tar(tmp_path / "a.tar", IMDB_LIKE, "w")
     assert read_corpus(path, split="test").texts == ["awful", "superb"]

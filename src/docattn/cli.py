@@ -241,6 +241,10 @@ def _print_skipped(console, info: dict) -> None:
         console.print(f"skipped empty documents: {empty}")
     if decoded:
         console.print(f"documents that were not UTF-8, read as Latin-1 (or with U+FFFD, as errors= says): {decoded}")
+    links = max((int(v.get("skipped_links", 0)) for v in skipped.values()), default=0)
+    if links:
+        console.print(f"links in the archive whose target it does not hold, not read: {links} "
+                      "(archive the files themselves, e.g. tar --dereference)")
 
 
 # options --resume may change: how long and how fast to go on, where, and how loudly
@@ -572,6 +576,7 @@ def data_stats(
     for name, s in stats.items():
         dist = ", ".join(f"{k}: {v:,}" for k, v in s["class_counts"].items())
         console.print(f"[bold]{name}[/] classes: {dist}")
+    _print_skipped(console, {"skipped": {name: c.stats for name, c in splits.items() if c.stats}})
 
 
 from docattn.explain import commands as _explain_commands  # noqa: E402  (light: typer only)

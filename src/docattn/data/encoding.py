@@ -176,8 +176,11 @@ def fingerprint_path(path: str | Path) -> str:
                 for block in iter(lambda: f.read(1 << 22), b""):
                     h.update(block)
     elif path.is_dir():
-        for p in sorted(path.rglob("*")):
-            if p.is_file():
+        from docattn.data.readers import walk
+
+        files = sorted(Path(folder, name) for folder, _, names in walk(path) for name in names)
+        for p in files:
+            if p.is_file():  # following links, as the reader does
                 st = p.stat()
                 h.update(f"{p.relative_to(path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "replace"))
     else:
