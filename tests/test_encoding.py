@@ -131,6 +131,18 @@ def test_cache_is_atomic_and_reused(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["k1"]  # no temporary leftovers
 
 
+def test_cache_entries_get_the_permissions_of_a_plain_mkdir(tmp_path):
+    """mkdtemp's 0700 locked the rest of a team out of a shared cache."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        entry = cached("k", lambda folder: (folder / "x.txt").write_text("done"), tmp_path)
+    finally:
+        os.umask(old)
+    assert entry.stat().st_mode & 0o777 == 0o755
+
+
 def _write_jsonl(path, n, seed):
     import json
 

@@ -193,6 +193,16 @@ def cache_key(settings: dict) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
+def temp_dir(parent: Path, prefix: str, suffix: str = "") -> Path:
+    """A fresh folder in ``parent`` to fill and rename into place, with the permissions a plain
+    ``mkdir`` gives (mkdtemp's 0700 would lock the rest of a team out of a shared cache or data folder)."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)
+    return tmp
+
+
 def cached(key: str, build: Callable[[Path], None], root: str | Path | None = None) -> Path:
     """Folder of cache entry ``key``; ``build(tmp_folder)`` fills it on a miss, then it is renamed in.
 
@@ -203,7 +213,7 @@ def cached(key: str, build: Callable[[Path], None], root: str | Path | None = No
     if (final / "COMPLETE").exists():
         return final
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
+    tmp = temp_dir(root, prefix=f".{key}.")
     try:
         build(tmp)
         (tmp / "COMPLETE").write_text("ok")

@@ -19,7 +19,6 @@ import re
 import shutil
 import stat
 import tarfile
-import tempfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -594,7 +593,9 @@ def _verify(archive: Path, info: DatasetInfo, source: str) -> None:
 
 def _install(target: Path, info: DatasetInfo, fill) -> None:
     """Fill a temporary folder beside ``target``, then rename it into place (all or nothing)."""
-    tmp = Path(tempfile.mkdtemp(prefix=f".{info.name}.", suffix=".tmp", dir=target.parent))
+    from docattn.data.encoding import temp_dir
+
+    tmp = temp_dir(target.parent, prefix=f".{info.name}.", suffix=".tmp")
     try:
         fill(tmp)
         _make_dirs_writable(tmp)
@@ -608,7 +609,7 @@ def _install(target: Path, info: DatasetInfo, fill) -> None:
             # Yelp and Amazon ship no classes.txt: write the registry's names, so labels read as names, not 1, 2
             (root / "classes.txt").write_text("\n".join(info.class_names) + "\n", encoding="utf-8")
         if info.layout == "tang":  # keep just this set's .ss files: the archive holds all four sets
-            flat = Path(tempfile.mkdtemp(prefix=f".{info.name}.", suffix=".tmp", dir=target.parent))
+            flat = temp_dir(target.parent, prefix=f".{info.name}.", suffix=".tmp")
             for file_name in info.files:
                 os.replace(root / file_name, flat / file_name)
             shutil.rmtree(tmp)
