@@ -437,6 +437,26 @@ def test_stdin(monkeypatch):
         read_corpus("-", format="folder")
 
 
+@pytest.mark.parametrize("raw, expected", [
+    ('{ "text": "good movie" }\n{"text": "bad"}\n', "jsonl"),  # JSON spaced as json.dumps(indent) or jq write it
+    ("\n\n{\"text\": \"x\"}\n", "jsonl"),
+    ('{"text": "x"}\n'.encode("utf-16"), "jsonl"),  # with its BOM, as PowerShell pipes it
+    ("__label__pos good\n", "fasttext"),
+    ("{braces} in a review\n", "lines"),
+    ("plain\n", "lines"),
+], ids=["spaced-json", "blank-first", "utf16-json", "fasttext", "brace-text", "plain"])
+def test_stdin_format_is_sniffed_without_consuming_it(monkeypatch, raw, expected):
+    """A real stdin is peeked at (BufferedReader), so the reader still gets every byte."""
+    data = raw if isinstance(raw, bytes) else raw.encode()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(data))))
+    assert detect_format("-") == expected
+    corpus = read_corpus("-")
+    if expected == "jsonl":
+        assert corpus.texts[0] in ("good movie", "x")
+    else:
+        assert len(corpus.texts) == 1 and not corpus.texts[0].startswith("__label__")
+
+
 # --------------------------------------------------------------------------- encodings
 
 

@@ -337,7 +337,7 @@ def predict(
 
     clf = DocumentClassifier.load(run)
     if data == "-":
-        opts = _reader_options(fmt or _sniff_stdin(), text_col, label_col)
+        opts = _reader_options(fmt, text_col, label_col)  # the reader tells JSON lines and fastText from plain text
         corpus = read_corpus("-", **opts, ignore_labels=True)
     else:  # a source with splits is predicted on its test split
         corpus = _read_eval_corpus(data, split, fmt, text_col, label_col, ignore_labels=True)
@@ -350,13 +350,6 @@ def predict(
     for i, p in enumerate(probs):
         out.write(json.dumps({"id": corpus.ids[i], "prediction": classes[int(p.argmax())],
                               "probabilities": {str(c): round(float(x), 6) for c, x in zip(classes, p)}}, ensure_ascii=False) + "\n")
-
-
-def _sniff_stdin() -> str:
-    """JSON lines when stdin starts with a JSON object ({"...), else plain text, one document per line."""
-    stream = getattr(sys.stdin, "buffer", None)
-    head = stream.peek(4096) if hasattr(stream, "peek") else b""
-    return "jsonl" if head.lstrip().lstrip(b"\xef\xbb\xbf").startswith(b'{"') else "lines"
 
 
 @app.command()

@@ -117,7 +117,7 @@ def read_texts(path: str | os.PathLike, format: str | None = None, **options: An
 def detect_format(path: str | os.PathLike) -> str:
     """The format ``path`` will be read as, from its name, its folder layout or its first line."""
     if str(path) == STDIN:
-        return "lines"
+        return _stdin_format()
     source = _existing(path)
     if source.is_dir() or _is_archive(source):
         return _detect_tree(_open_tree(source, keep_data=False))
@@ -149,7 +149,7 @@ def _read(path: str | os.PathLike, format: str | None, options: dict[str, Any], 
         raise ConfigError(f"errors must be one of {', '.join(_DECODE_ERRORS)}, not {options['errors']!r}")
 
     if str(path) == STDIN:
-        format = format or "lines"
+        format = format or _stdin_format()
         if format not in _LINE_FORMATS:
             raise DataError(f"stdin: format {format!r} needs a directory or an archive; stdin reads "
                             f"{', '.join(_LINE_FORMATS)}")
@@ -415,6 +415,34 @@ def _opened(source: _Source) -> Iterator[Any]:
         raise DataError(f"cannot read {source.name}: {error.strerror or error}") from None
     with handle as stream:
         yield stream
+
+
+def _stdin_format() -> str:
+    """What stdin holds, from a look at its start that consumes nothing: "jsonl" when its first
+    non-blank line is a JSON object, "fasttext" when it starts with __label__, else "lines"."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is not None and hasattr(buffer, "peek"):
+        head = buffer.peek(1 << 16)[: 1 << 16]
+        codec = _wide_encoding(head, "<stdin>") if head else None
+        text = head.decode(codec or "utf-8", "replace")
+    elif sys.stdin.seekable():  # a StringIO (tests, notebooks)
+        at = sys.stdin.tell()
+        text = sys.stdin.read(1 << 16)
+        sys.stdin.seek(at)
+    else:
+        return "lines"
+    text = text.lstrip("\ufeff \t\r\n")
+    first, newline, _ = text.partition("\n")
+    if first.startswith("__label__"):
+        return "fasttext"
+    if first.startswith("{"):
+        if not newline:  # a line longer than the look: judge by its start
+            return "jsonl" if re.match(r'\{\s*"', first) else "lines"
+        try:
+            return "jsonl" if isinstance(json.loads(first), dict) else "lines"
+        except ValueError:
+            return "lines"
+    return "lines"
 
 
 def _stdin() -> ContextManager[Any]:
