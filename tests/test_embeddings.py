@@ -83,7 +83,9 @@ def test_token_share_counts_running_text(tmp_path):
     ("good 1 2 3\nbad 1 2\n", r":2: 2 values, expected 3"),
     ("good 1 2 3\nfilm 1 x 3\n", r":2: the values of 'film' are not all numbers"),
     ("5 0\n", r":1: the header gives 0 dimensions"),
-], ids=["empty", "csv", "short-line", "not-numbers", "zero-dim"])
+    ("good 1 2 3\nfilm nan 1 2\n", r":2: the vector of 'film' holds NaN or infinite values"),
+    ("2 3\ngood 1 2 3 4 5 6\nbad 1 2 3 4 5 6\n", r":2: 6 values, expected 3 \(as the header says\)"),
+], ids=["empty", "csv", "short-line", "not-numbers", "zero-dim", "nan", "header-dim"])
 def test_bad_files_are_named(tmp_path, body, message):
     path = tmp_path / "vectors.txt"
     path.write_text(body)
@@ -99,3 +101,25 @@ def test_missing_folder_and_bad_binary(tmp_path):
     (tmp_path / "model.bin").write_bytes(b"\x00\x01garbage")
     with pytest.raises(DataError, match="not a word2vec binary vector file"):
         load_vectors(tmp_path / "model.bin", VOCAB)
+
+
+@pytest.mark.parametrize("header", [False, True], ids=["glove", "word2vec-text"])
+def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, header):
+    path = tmp_path / "vectors.txt"
+    path.write_text(("\ufeff" + f"{len(ROWS)} 3\n" if header else "\ufeff") + _lines(ROWS), encoding="utf-8")
+    _check(*load_vectors(path, VOCAB))
+
+
+def test_a_file_without_any_vocabulary_word_is_refused(tmp_path):
+    """Every word would start random, silently: surely the wrong file (cased vectors, lowercased text)."""
+    from docattn.classifier import DocumentClassifier
+    from docattn.data import synthetic
+    from docattn.data.prepare import DataSettings, prepare
+
+    sp = synthetic.make_splits(n_train=60, n_test=20, seed=1)
+    data = prepare(sp["train"], None, None, DataSettings(min_count=2))
+    path = tmp_path / "cased.txt"
+    path.write_text("Good 1 2 3 4\nBad 1 2 3 4\n")
+    with pytest.raises(DataError, match=r"cased\.txt: none of the vocabulary's .* words has a vector there \(the vocabulary is lowercased"):
+        DocumentClassifier("han", max_epochs=1, embeddings=str(path), embedding_dim=4, hidden_size=4, context_dim=4,
+                           progress=False).fit_prepared(data)

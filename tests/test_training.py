@@ -426,3 +426,42 @@ def test_loader_workers_build_the_same_batches(data):
     np.testing.assert_allclose(predict_logits(here.model, test), predict_logits(workers.model, test), rtol=1e-5, atol=1e-6)
     with pytest.raises(ConfigError, match="loader_workers"):
         DocumentClassifier("han", loader_workers=-1)
+
+
+def test_a_diverging_run_stops_and_says_so(data):
+    """A loss and weights gone NaN end training at once: before any validation it is an error,
+    after one the run keeps the weights from before (NaN weights still score an accuracy: never kept)."""
+    from docattn.errors import Diverged
+
+    with pytest.raises(Diverged, match=r"training diverged: .* before any validation; lower the learning rate \(now 1e\+12\)"):
+        DocumentClassifier("kim-cnn", max_epochs=2, embeddings="random", optimizer="adam", lr=1e12, progress=False, min_count=2,
+                           embedding_dim=16).fit_prepared(data)
+
+
+def test_divergence_after_a_validation_keeps_the_weights_from_before(data, monkeypatch):
+    import torch
+
+    from docattn.training import engine
+
+    step = engine.ClassifierModule.training_step
+
+    def poisoned(self, batch, batch_idx):
+        if self.trainer.current_epoch == 1 and batch_idx == 2:
+            with torch.no_grad():
+                for p in self.model.parameters():
+                    p.fill_(float("nan"))
+        return step(self, batch, batch_idx)
+
+    monkeypatch.setattr(engine.ClassifierModule, "training_step", poisoned)
+    clf = DocumentClassifier("han", max_epochs=3, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(data)
+    at = clf.results["diverged_at"]
+    assert at["epoch"] == 1 and clf.results["best"]["epoch"] == 0
+    assert len([r for r in clf.results["history"] if r.get("epoch") == 2]) == 0  # it stopped in epoch 2 of 3
+    assert all(torch.isfinite(p).all() for p in clf.model.parameters())
+    assert np.isfinite(clf.predict_proba(["a short review"])).all()
+    with torch.no_grad():
+        next(clf.model.parameters()).fill_(float("nan"))
+    from docattn.errors import DocattnError
+
+    with pytest.raises(DocattnError, match=r"NaN or infinite probabilities for 1 of 1 document"):
+        clf.predict(["a short review"])  # not class 0, silently

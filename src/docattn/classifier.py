@@ -177,8 +177,14 @@ class DocumentClassifier:
 
         enc = self.encode(texts)
         if hasattr(self.model, "predict_proba_encoded"):
-            return self.model.predict_proba_encoded(enc)
-        return softmax(predict_logits(self.model, enc, batch_size, self.limits))
+            probs = self.model.predict_proba_encoded(enc)
+        else:
+            probs = softmax(predict_logits(self.model, enc, batch_size, self.limits))
+        if not np.isfinite(probs).all():  # argmax of NaN is class 0: a silent, wrong answer
+            bad = int((~np.isfinite(probs).all(1)).sum())
+            raise DocattnError(f"the model gives NaN or infinite probabilities for {bad} of {len(probs)} document(s): "
+                               "its weights are not finite (saved from a diverged run?); train it again with a lower learning rate")
+        return probs
 
     def predict(self, texts, batch_size: int = 256) -> list[Hashable]:
         self._check_fitted()

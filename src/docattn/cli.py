@@ -198,7 +198,12 @@ def train(
         console.print(f"embeddings: {coverage['words']:,} words of the vocabulary found in {clf.train_config.embeddings} "
                       f"({coverage['vocab_share']:.1%} of it, {coverage['token_share']:.1%} of training tokens); "
                       "the rest start random")
-    if clf.results.get("stopped_early"):
+    diverged = clf.results.get("diverged_at")
+    if diverged:
+        console.print(f"[bold red]training diverged[/]: loss {diverged['loss']} and NaN/infinite weights by step {diverged['step']} "
+                      f"(epoch {diverged['epoch'] + 1}); stopped there and kept the best weights from before it. "
+                      f"A lower learning rate (now {clf.train_config.lr:g}) should train further")
+    elif clf.results.get("stopped_early"):
         console.print(f"stopped early, after {clf.train_config.patience} validation(s) without improvement (--patience)")
     elif clf.results.get("stopped_on_budget"):
         console.print(f"stopped on the time budget (--max-time {clf.train_config.max_time:g} s)")

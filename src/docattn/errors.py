@@ -19,6 +19,10 @@ class ConfigError(DocattnError, ValueError):
     """An option or hyper-parameter has an invalid value (a ValueError too, as Python code expects)."""
 
 
+class Diverged(DocattnError):
+    """Training's loss and weights became NaN or infinite before any validation could be kept."""
+
+
 class Interrupted(DocattnError):
     """Training stopped by SIGINT or SIGTERM; the CLI exits 128 + ``signal`` (130, 143), never 0."""
 

@@ -143,6 +143,9 @@ def _read_binary(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], 
         raise DataError(f"{path}: not a word2vec binary vector file ({err})") from None
     wanted = _wanted(vocab)
     vectors = {wanted[w]: kv.vectors[j] for w, j in kv.key_to_index.items() if w in wanted}
+    bad = [vocab.tokens[i] for i, v in vectors.items() if not np.isfinite(v).all()]
+    if bad:
+        raise DataError(f"{path}: the vectors of {len(bad)} word(s) hold NaN or infinite values, e.g. {bad[0]!r}")
     return vectors, int(kv.vector_size)
 
 
@@ -152,9 +155,9 @@ def _open_text(path: Path):
 
     with open(path, "rb") as f:
         magic = f.read(2)
-    if magic == b"\x1f\x8b":
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="\n")
-    return open(path, encoding="utf-8", errors="replace", newline="\n")
+    if magic == b"\x1f\x8b":  # utf-8-sig: a BOM would otherwise hide the header or glue itself to the first word
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace", newline="\n")
+    return open(path, encoding="utf-8-sig", errors="replace", newline="\n")
 
 
 def _read_text(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], int]:
@@ -167,7 +170,7 @@ def _read_text(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], in
     """
     wanted = _wanted(vocab)
     vectors: dict[int, np.ndarray] = {}
-    dim = 0
+    dim, header, first_vector = 0, False, True
     try:
         with _open_text(path) as f:
             for number, line in enumerate(f, start=1):
@@ -175,7 +178,7 @@ def _read_text(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], in
                 if number == 1:
                     fields = line.split(" ")
                     if len(fields) == 2 and all(x.isdigit() for x in fields):
-                        dim = int(fields[1])  # word2vec / fastText header: count and dimension
+                        dim, header = int(fields[1]), True  # word2vec / fastText header: count and dimension
                         if dim < 1:
                             raise DataError(f"{path}:1: the header gives {dim} dimensions")
                         continue
@@ -186,15 +189,20 @@ def _read_text(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], in
                 if not line:
                     continue
                 spaces = line.count(" ")
-                if spaces < dim:
-                    raise DataError(f"{path}:{number}: {spaces} values, expected {dim} (the first line's)")
+                if spaces < dim or (header and first_vector and spaces > dim and _floats(line.split(" ")[1:])):
+                    raise DataError(f"{path}:{number}: {spaces} values, expected {dim} "
+                                    f"({'as the header says' if header else 'as on the first line'})")
+                first_vector = False
                 word, _, rest = line.partition(" ")
                 if spaces > dim or word not in wanted:
                     continue  # a key with spaces, or a word the vocabulary does not have
                 try:
-                    vectors.setdefault(wanted[word], np.array(rest.split(" "), dtype=np.float32))
+                    vector = np.array(rest.split(" "), dtype=np.float32)
                 except ValueError:
                     raise DataError(f"{path}:{number}: the values of {word!r} are not all numbers") from None
+                if not np.isfinite(vector).all():  # a NaN would spread through the whole model at its first step
+                    raise DataError(f"{path}:{number}: the vector of {word!r} holds NaN or infinite values")
+                vectors.setdefault(wanted[word], vector)
     except (OSError, EOFError) as err:
         raise DataError(f"{path}: cannot read it ({err})") from None
     if dim == 0:

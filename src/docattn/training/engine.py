@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import math
 import os
 import sys
 import time
@@ -28,7 +29,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 
 from docattn.data.batching import BucketBatchSampler, bucket_keys
 from docattn.data.encoding import EncodedCorpus
-from docattn.errors import CheckpointError, ConfigError, Interrupted
+from docattn.errors import CheckpointError, ConfigError, Diverged, Interrupted
 from docattn.training.config import TrainConfig
 from docattn.training.inference import make_batch
 from docattn.training.metrics import confusion_matrix
@@ -228,8 +229,8 @@ class BestWeights(Callback):
         self.best_metrics: dict = {}
 
     def on_validation_end(self, trainer, pl_module):
-        if trainer.sanity_checking:
-            return
+        if trainer.sanity_checking or not math.isfinite(float(trainer.callback_metrics["val_loss"])):
+            return  # NaN weights still give an accuracy (every argmax is class 0): never keep them
         score = float(trainer.callback_metrics[self.monitor])
         better = self.best_score is None or (score < self.best_score if self.mode == "min" else score > self.best_score)
         if better:
@@ -270,6 +271,32 @@ def _interrupted(err: BaseException, trainer, run_dir: Path | None) -> Interrupt
 def resume_checkpoint(run_dir: Path) -> Path:
     """Where a run's ``--resume`` checkpoint lives (written by ``ResumePoint``)."""
     return run_dir / "checkpoints" / "last.ckpt"
+
+
+class DivergenceGuard(Callback):
+    """Stops training once its loss is NaN or infinite and the weights are too (a step a loss scaler
+    skipped leaves them finite), so a diverged run ends at once, and says so, instead of training
+    on NaN. The flag lives on the device and is read every ``every`` steps, not synchronising each."""
+
+    def __init__(self, every: int = 25):
+        self.every = every
+        self.bad: torch.Tensor | None = None
+        self.at: dict | None = None  # step, epoch and loss where it was found
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if loss is None:
+            return
+        finite = torch.isfinite(loss.detach())
+        self.bad = ~finite if self.bad is None else self.bad | ~finite
+        if trainer.global_step % self.every and batch_idx + 1 != trainer.num_training_batches:
+            return
+        diverged = bool(self.bad) and not all(bool(torch.isfinite(p).all()) for p in pl_module.parameters())
+        self.bad = None
+        # every rank decides at the same steps, so under DDP all stop together or none does
+        if trainer.strategy.reduce_boolean_decision(diverged, all=False):
+            self.at = {"step": trainer.global_step, "epoch": trainer.current_epoch, "loss": float(loss)}
+            trainer.should_stop = True
 
 
 class ValidateLastStep(Callback):
@@ -408,6 +435,7 @@ class FitResult:
     epoch_seconds: list[float] = field(default_factory=list)
     is_global_zero: bool = True
     device: str = "cpu"  # where it trained, e.g. "cuda:0" (Lightning hands the model back on the CPU)
+    diverged_at: dict | None = None  # step, epoch and loss where the loss and weights became NaN/infinite
     extra: dict = field(default_factory=dict)
 
 
@@ -466,7 +494,8 @@ def fit(
     # a live bar needs a terminal: redirected to a file it would print nothing until the end
     bar = cfg.progress and sys.stderr.isatty()
     log = MetricsLog(run_dir / "metrics.csv" if run_dir is not None else None, echo=cfg.progress_lines or (cfg.progress and not bar))
-    callbacks: list[Callback] = ([ema] if ema else []) + [best, log, ValidateLastStep()]
+    guard = DivergenceGuard()
+    callbacks: list[Callback] = ([ema] if ema else []) + [best, log, ValidateLastStep(), guard]
     early = EarlyStopping(cfg.monitor, patience=cfg.patience, mode=best.mode) if cfg.patience else None
     if early is not None:
         callbacks.append(early)
@@ -521,6 +550,11 @@ def fit(
             raise
         raise stopped from None
     seconds = time.perf_counter() - t0
+    if guard.at is not None and best.best_state is None and not (ckpt_path is not None and run_dir is not None
+                                                                and (run_dir / "model.safetensors").exists()):
+        raise Diverged(f"training diverged: the loss was {guard.at['loss']} and the weights NaN or infinite by step "
+                       f"{guard.at['step']} (epoch {guard.at['epoch'] + 1}), before any validation; lower the learning "
+                       f"rate (now {cfg.lr:g}){', or check the vectors of ' + cfg.embeddings if cfg.embeddings not in ('word2vec', 'random') else ''}")
     if best.best_state is not None:
         model.load_state_dict(best.best_state)
     elif ckpt_path is not None and (run_dir / "model.safetensors").exists():
@@ -538,4 +572,5 @@ def fit(
         stopped_early=early is not None and early.wait_count >= early.patience,
         is_global_zero=trainer.is_global_zero,
         device=str(trainer.strategy.root_device),
+        diverged_at=guard.at,
     )

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from docattn.data.prepare import PreparedData
-from docattn.errors import CheckpointError, ConfigError, DocattnError
+from docattn.errors import CheckpointError, ConfigError, DataError, DocattnError
 
 
 def init_embeddings(model, data: PreparedData, cfg) -> dict:
@@ -31,6 +31,9 @@ def init_embeddings(model, data: PreparedData, cfg) -> dict:
         matrix, coverage = load_vectors(cfg.embeddings, data.vocab, data.splits["train"], seed=cfg.seed)
         if matrix.shape[1] != dim:
             raise ConfigError(f"{cfg.embeddings}: vectors are {matrix.shape[1]}-d but the model's embedding is {dim}-d (set embedding_dim={matrix.shape[1]})")
+        if coverage.words_found == 0:  # every word would start random: surely the wrong file (or cased vs lowercased)
+            raise DataError(f"{cfg.embeddings}: none of the vocabulary's {coverage.vocab_size:,} words has a vector there "
+                            f"(the vocabulary is {'lowercased' if data.vocab.text_config.lowercase else 'cased'}; is it the right file?)")
         info["coverage"] = {"words": coverage.words_found, "vocab_share": coverage.vocab_share, "token_share": coverage.token_share}
     with torch.no_grad():
         emb.weight.copy_(torch.from_numpy(matrix))
@@ -137,6 +140,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
             epoch_seconds=res.epoch_seconds,
             stopped_on_budget=res.stopped_on_budget,
             stopped_early=res.stopped_early,
+            diverged_at=res.diverged_at,
             history=res.history,  # one row per validation: what the benchmark's curves plot
         )
         results["is_global_zero"] = res.is_global_zero
