@@ -91,6 +91,23 @@ def test_bad_inputs_give_clear_errors(fitted):
     for missing in (float("nan"), np.float32("nan"), NAType()):
         with pytest.raises(DataError, match="document 1 has no label"):
             DocumentClassifier("nb").fit(["a", "b"], ["x", missing])
+
+
+    class Frame:  # what matters of a pandas DataFrame: iterating it gives its column names
+        def __init__(self, columns):
+            self.columns = list(columns)
+            self.iloc = self
+
+        def __getitem__(self, key):
+            return columns[key[1]]
+
+        def __iter__(self):
+            return iter(self.columns)
+
+    columns = [["good film", "bad film", "fine"]]
+    assert len(fitted.predict(Frame(["text"]))) == 3  # one column: its documents, not the word "text"
+    with pytest.raises(DataError, match=r"a table with columns \['text', 'label'\]; pass its text column, e.g. df\['text'\]"):
+        fitted.predict(Frame(["text", "label"]))
     with pytest.raises(ConfigError, match="unknown model"):
         DocumentClassifier("nope")
     with pytest.raises(ConfigError, match="optimizer"):

@@ -24,6 +24,11 @@ def to_corpus(texts, labels=None, source: str = "input") -> Corpus:
     """Validate user input: raw strings, or lists of sentence strings (pre-split documents)."""
     if isinstance(texts, str):
         raise DataError(f"{source}: expected a list of documents, got a single string")
+    if hasattr(texts, "columns") and hasattr(texts, "iloc"):  # a pandas DataFrame iterates over its column names
+        if len(texts.columns) != 1:
+            raise DataError(f"{source}: a table with columns {list(texts.columns)}; pass its text column, "
+                            f"e.g. df[{str(texts.columns[0])!r}]" if len(texts.columns) else f"{source}: a table with no columns")
+        texts = texts.iloc[:, 0]
     texts = list(texts)
     if not texts:
         raise DataError(f"{source}: no documents (empty list)")
