@@ -144,6 +144,13 @@ def test_fit_needs_two_classes(model):
         DocumentClassifier(model, **(FAST if model == "han" else {})).fit(["good film", "bad film", "fine"], ["a"] * 3)
 
 
+def test_an_empty_vocabulary_is_refused():
+    """min_count above every word's count makes every word <unk>: a model at chance, silently."""
+    texts, labels = ["good film", "bad film"] * 5, ["pos", "neg"] * 5
+    with pytest.raises(DataError, match=r"no word occurs at least min_count=100 times in the \d+ training documents"):
+        DocumentClassifier("han", **{**FAST, "min_count": 100}).fit(texts, labels)
+
+
 def test_unknown_or_mistyped_options_fail_in_the_constructor():
     with pytest.raises(ConfigError, match=r"unknown option 'max_epoch' for han \(did you mean 'max_epochs'\?\)"):
         DocumentClassifier("han", max_epoch=1)

@@ -12,7 +12,7 @@ import numpy as np
 from docattn.data.corpus import Corpus, LabelMap
 from docattn.data.encoding import EncodedCorpus, encode_corpus
 from docattn.data.prepare import DataSettings, PreparedData, prepare
-from docattn.data.text import TextConfig, Vocabulary
+from docattn.data.text import SPECIAL_TOKENS, TextConfig, Vocabulary
 from docattn.errors import ConfigError, DataError, DocattnError, checked_values
 from docattn.training.config import TrainConfig
 
@@ -143,6 +143,10 @@ class DocumentClassifier:
         if len(present) < 2:
             raise DataError(f"training data: every document has the label {data.labels.classes[present[0]]!r}; "
                             "a classifier needs at least 2 classes")
+        if len(data.vocab) <= len(SPECIAL_TOKENS):  # every word would read as <unk>: a model at chance, silently
+            raise DataError(f"no word occurs at least min_count={data.vocab.min_count} times in the "
+                            f"{len(data.splits['train'])} training documents, so the vocabulary is empty; "
+                            "lower min_count (--min-count)")
         self.vocab, self.labels = data.vocab, data.labels
         # the vocabulary carries the text settings it was built with; they are what new text gets
         self.data_settings.text = data.vocab.text_config
