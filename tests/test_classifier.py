@@ -227,6 +227,16 @@ def test_labels_json_cannot_hold_are_data_errors_at_fit(bad, message):
         DocumentClassifier("nb").fit(["good film", "bad film", "fine film", "poor film"], ["a", bad, "a", bad])
 
 
+def test_labels_written_alike_are_refused_and_text_labels_match_their_class():
+    """1 and "1" would be one name in JSON and reports; "True" or "1.5" read from a CSV is True or 1.5."""
+    from docattn.data.corpus import LabelMap
+
+    with pytest.raises(DataError, match=r"labels 1 \(int\) and '1' \(str\) are written the same way"):
+        DocumentClassifier("nb").fit(["good film", "bad film", "fine film", "poor film"], [1, "1", 1, "1"])
+    for classes, text in (([False, True], "True"), ([1.5, 2.5], "2.5"), ([1, 2], "2"), (["1", "2"], 2)):
+        assert LabelMap(classes).encode([text]) == [1]
+
+
 def test_saving_over_another_run_drops_its_metrics_and_checkpoint(fitted, tmp_path):
     old = tmp_path / "old"
     (old / "checkpoints").mkdir(parents=True)

@@ -73,6 +73,13 @@ class LabelMap:
         self.index = {c: i for i, c in enumerate(self.classes)}
         if len(self.index) != len(self.classes):
             raise DataError(f"duplicate class names in {self.classes!r}")
+        # JSON output, reports and text files name a class by its text: 1 and "1" would be one name for two classes
+        self.by_text = {}
+        for label in self.classes:
+            other = self.by_text.setdefault(str(label), label)
+            if other is not label:
+                raise DataError(f"labels {other!r} ({type(other).__name__}) and {label!r} ({type(label).__name__}) are "
+                                "written the same way; use one type for all labels")
 
     @classmethod
     def from_labels(cls, labels: Iterable[Hashable], classes: Sequence[Hashable] | None = None) -> "LabelMap":
@@ -98,10 +105,9 @@ class LabelMap:
         for i, label in enumerate(labels):
             _check_hashable(label, i, source, ids)
             idx = self.index.get(label)
-            if idx is None and isinstance(label, str) and label.lstrip("-").isdigit():
-                idx = self.index.get(int(label))  # "3" from a text file vs 3 in the map
-            if idx is None and isinstance(label, int):
-                idx = self.index.get(str(label))
+            if idx is None:  # "3", "True" or "1.5" from a text file vs 3, True or 1.5 in the map, and the reverse
+                text = label if isinstance(label, str) else str(label)
+                idx = self.index[self.by_text[text]] if text in self.by_text else None
             if idx is None:
                 raise DataError(f"{_document(i, source, ids)} has label {label!r}, unseen in training "
                                 f"(known: {self.classes})")
