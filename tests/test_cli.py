@@ -234,7 +234,8 @@ def test_bad_training_options_are_one_line_errors(trained_run):
              (["--set", "hidden_size=-1"], "hidden_size"), (["--set", "min_count=abc"], "min_count must be a whole number"),
              (["--set", "lowercase=maybe"], "lowercase must be true or false"), (["--accelerator", "tpu"], "training options"),
              (["--max-time", "-5"], "max_time must be above 0"), (["--set", "weight_decay=-1"], "weight_decay must be >= 0"),
-             (["--lr", "nan"], "lr a number above 0"), (["--lr", "inf"], "lr a number above 0")]
+             (["--lr", "nan"], "lr must be a number above 0, got nan"), (["--lr", "inf"], "lr must be a number above 0"),
+             (["--epochs", "0"], "max_epochs must be at least 1, got 0"), (["--batch-size", "0"], "batch_size must be at least 1, got 0")]
     import torch
 
     if not torch.cuda.is_available():

@@ -83,8 +83,11 @@ class TrainConfig:
             raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.loader_workers < 0:
             raise ConfigError(f"loader_workers must be >= 0, got {self.loader_workers}")
-        if self.batch_size < 1 or self.max_epochs < 1 or not 0 < self.lr < math.inf:
-            raise ConfigError(f"batch_size and max_epochs must be >= 1 and lr a number above 0, got lr={self.lr}")
+        for name in ("batch_size", "max_epochs"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0 < self.lr < math.inf:
+            raise ConfigError(f"lr must be a number above 0, got {self.lr}")
         for name in ("max_time", "val_every_n_steps", "embedding_lr", "num_nodes", "word2vec_epochs"):
             value = getattr(self, name)
             if value is not None and value <= 0:
