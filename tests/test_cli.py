@@ -225,6 +225,11 @@ def test_train_says_why_it_stopped_and_what_it_ignores(trained_run, tmp_path):
     assert res.returncode == 0, res.stderr[-1500:]
     assert "stopped early, after 1 validation(s) without improvement" in res.stderr
     assert "--max-tokens has no effect on 'han'" in res.stderr
+    res = run_cli("train", "--model", "nb", "--train", str(trained_run / "train.jsonl"), "--out", str(tmp_path / "nb"),
+                  "--epochs", "3", "--lr", "0.1", "--min-count", "2", env=env)
+    assert res.returncode == 0, res.stderr[-1500:]
+    assert "note: lr, max_epochs have no effect on 'nb', which is fitted in one call" in res.stderr
+    assert "its own options (--set KEY=VALUE): " in res.stderr and "alpha=0.1" in res.stderr
 
 
 def test_bad_training_options_are_one_line_errors(trained_run):

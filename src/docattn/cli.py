@@ -181,7 +181,7 @@ def train(
     elif resume:  # a job script may always pass --resume; a mistyped --out must not pass unnoticed
         console.print(f"note: {out} holds no run to resume (no config.json): starting a new run there")
     clf = DocumentClassifier(model or "han", **options)
-    _note_unused_limits(console, clf, options)
+    _note_unused_options(console, clf, options)
     data = prepare_paths(_resolve(train), valid and _resolve(valid), test and _resolve(test), clf.data_settings,
                          _reader_options(fmt, text_col, label_col), use_cache=not no_cache)
     info = data.info
@@ -225,8 +225,9 @@ def train(
     console.print(f"run directory: {out}")
 
 
-def _note_unused_limits(console, clf, options: dict) -> None:
-    """Truncation a model's layout does not read (words per sentence for a flat model...) is said, not dropped."""
+def _note_unused_options(console, clf, options: dict) -> None:
+    """Options the model never reads are said, not dropped: truncation its layout does not have (words per
+    sentence for a flat model...), and the training engine's options for models fitted in one call (nb, logreg)."""
     from docattn.models import get_spec
 
     unused, reads = {"hierarchical": (("max_tokens",), "sentences of words"),
@@ -235,6 +236,22 @@ def _note_unused_limits(console, clf, options: dict) -> None:
     for key in unused:
         if options.get(key):
             console.print(f"note: --{key.replace('_', '-')} has no effect on {clf.model_name!r}, which reads documents as {reads}")
+    if get_spec(clf.model_name).layout != "bag":
+        return
+    from dataclasses import fields
+
+    from docattn.models import create_model
+    from docattn.training.config import TrainConfig
+
+    model = create_model(clf.model_name, vocab_size=4, num_classes=2, **clf.hparams)  # a bag model is tiny to build
+    if hasattr(model, "fit_encoded"):  # fitted in one call (scikit-learn, the fastText library), not by the training engine
+        engine = {f.name for f in fields(TrainConfig)} - {"seed", "progress", "progress_lines"}
+        ignored = sorted(k for k in options if k in engine)
+        if ignored:
+            own = ", ".join(f"{k}={v}" for k, v in model.hparams().items()) or "none"
+            console.print(f"note: {', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect on "
+                          f"{clf.model_name!r}, which is fitted in one call, not by the training engine; its own options "
+                          f"(--set KEY=VALUE): {own}")
 
 
 def _print_skipped(console, info: dict) -> None:
