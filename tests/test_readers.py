@@ -142,6 +142,17 @@ def test_jsonl_sentences_and_rationales(tmp_path):
     assert corpus.rationales == [{"sentences": [1]}, {"sentences": [0]}]
 
 
+def test_jsonl_ids_and_text_as_a_list_of_sentences(tmp_path):
+    """An "id" field names the document (predict writes it back); "text" may be a list of sentences, as in fit()."""
+    records = [{"id": "r-17", "text": ["Good film.", "  ", "Loved it."], "label": "pos"},
+               {"id": 42, "text": "Bad.", "label": "neg"}, {"id": True, "text": "Fine.", "label": "pos"}]
+    corpus = read_corpus(write_jsonl(tmp_path / "d.jsonl", records))
+    assert corpus.ids == ["r-17", "42", "3"]  # a bool is no id: the line number stands
+    assert corpus.sentences is None and corpus.texts[0] == "Good film.\nLoved it."
+    with pytest.raises(DataError, match=r"d2\.jsonl:1: field 'text' must be a string or a list of sentences, found dict"):
+        read_corpus(write_jsonl(tmp_path / "d2.jsonl", [{"text": {"a": 1}}]))
+
+
 def test_jsonl_without_label_field_is_unlabelled(tmp_path):
     path = write(tmp_path / "d.jsonl", '{"text": "one"}\n\n{"text": "two"}\n')
     corpus = read_corpus(path)

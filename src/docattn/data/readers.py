@@ -673,7 +673,8 @@ def _looks_like_header(sample: list[tuple[int, list[str]]], label_column: Any, d
 
 
 def _read_jsonl(source: _Source) -> Corpus:
-    """One JSON object per line; label values keep their JSON types."""
+    """One JSON object per line; label values keep their JSON types; the text is a string or a list of
+    sentences; an "id" field (string or number) is the document's id, else its line number."""
     options = source.options
     text_field = options.get("text_field") or "text"
     label_field = options.get("label_field")
@@ -694,10 +695,14 @@ def _read_jsonl(source: _Source) -> Corpus:
         if not isinstance(record, dict):
             raise DataError(f"{where}: expected a JSON object per line, found {type(record).__name__}")
         sentences = _json_sentences(record, sentences_field, where)
-        if text_field in record:
+        if text_field in record and isinstance(record[text_field], list) and sentences is None:
+            sentences = _json_sentences(record, text_field, where)  # a list of sentences, as fit() takes them
+            text = "\n".join(sentences)
+        elif text_field in record:
             text = record[text_field]
             if not isinstance(text, str):
-                raise DataError(f"{where}: field {text_field!r} must be a string, found {type(text).__name__}")
+                raise DataError(f"{where}: field {text_field!r} must be a string or a list of sentences, "
+                                f"found {type(text).__name__}")
             text = _clean(text)
         elif sentences is not None:
             text = "\n".join(sentences)
@@ -720,7 +725,10 @@ def _read_jsonl(source: _Source) -> Corpus:
                             "pass label_field= (on the command line --label-col)")
         elif first_unlabeled is None:
             first_unlabeled = where
-        docs.add(where, str(line), text, label, sentences, record.get("rationale"))
+        doc_id = record.get("id")  # the document's own id, which predict writes back; else its line number
+        if not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool) or doc_id == "":
+            doc_id = line
+        docs.add(where, str(doc_id), text, label, sentences, record.get("rationale"))
     if any_labeled and first_unlabeled is not None:
         raise _missing_label(first_unlabeled, f"field {label_field!r}, present on other lines")
     return docs.corpus(labeled=any_labeled or label_required)
