@@ -249,6 +249,9 @@ def test_saving_over_another_run_drops_its_metrics_and_checkpoint(fitted, tmp_pa
     again = DocumentClassifier.load(old)
     again.save(old)  # its own folder: nothing of it is removed
     assert (old / "config.json").exists() and (old / "metrics.csv").exists() == bool(rows)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ConfigError, match=r"afile is a file; save\(\) writes a run folder"):
+        fitted.save(tmp_path / "afile")
 
 
 def test_weights_file_mode_follows_the_umask(fitted, tmp_path):

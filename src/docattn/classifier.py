@@ -227,6 +227,8 @@ class DocumentClassifier:
 
         self._check_fitted()
         path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"{path} is a file; save() writes a run folder, give a folder's path")
         if path.is_dir() and path.resolve() != self._run_dir:
             (path / METRICS).unlink(missing_ok=True)
             shutil.rmtree(path / "checkpoints", ignore_errors=True)

@@ -590,7 +590,7 @@ def data_stats(
     console.print(table)
     for name, s in stats.items():
         dist = ", ".join(f"{k}: {v:,}" for k, v in s["class_counts"].items())
-        console.print(f"[bold]{name}[/] classes: {dist}")
+        console.print(f"[bold]{name}[/] classes: {dist or 'none (unlabelled documents)'}")
     _print_skipped(console, {"skipped": {name: c.stats for name, c in splits.items() if c.stats}})
 
 
