@@ -9,7 +9,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-from docattn.data.corpus import Corpus, LabelMap
+from docattn.data.corpus import Corpus, LabelMap, to_corpus
 from docattn.data.encoding import EncodedCorpus, encode_corpus
 from docattn.data.prepare import DataSettings, PreparedData, prepare
 from docattn.data.text import SPECIAL_TOKENS, TextConfig, Vocabulary
@@ -18,43 +18,6 @@ from docattn.training.config import TrainConfig
 
 _DATA_FIELDS = {f.name for f in fields(DataSettings)} - {"text"}
 _TEXT_FIELDS = {f.name for f in fields(TextConfig)}
-
-
-def to_corpus(texts, labels=None, source: str = "input") -> Corpus:
-    """Validate user input: raw strings, or lists of sentence strings (pre-split documents)."""
-    if isinstance(texts, str):
-        raise DataError(f"{source}: expected a list of documents, got a single string")
-    if hasattr(texts, "columns") and hasattr(texts, "iloc"):  # a pandas DataFrame iterates over its column names
-        if len(texts.columns) != 1:
-            raise DataError(f"{source}: a table with columns {list(texts.columns)}; pass its text column, "
-                            f"e.g. df[{str(texts.columns[0])!r}]" if len(texts.columns) else f"{source}: a table with no columns")
-        texts = texts.iloc[:, 0]
-    texts = list(texts)
-    if not texts:
-        raise DataError(f"{source}: no documents (empty list)")
-    sentences = None
-    if all(isinstance(t, (list, tuple)) for t in texts):
-        sentences = [[str(s) for s in t] for t in texts]
-        texts = ["\n".join(s) for s in sentences]
-    elif not all(isinstance(t, str) for t in texts):
-        bad = next(i for i, t in enumerate(texts) if not isinstance(t, str))
-        raise DataError(f"{source}: document {bad} is {type(texts[bad]).__name__}, expected str or a list of sentences")
-    if labels is not None:
-        labels = list(labels)
-        if len(labels) != len(texts):
-            raise DataError(f"{source}: {len(texts)} documents but {len(labels)} labels")
-        missing = [i for i, y in enumerate(labels) if _is_missing(y)]
-        if missing:
-            raise DataError(f"{source}: document {missing[0]} has no label")
-        labels = [y.item() if isinstance(y, np.generic) else y for y in labels]
-    return Corpus(texts=texts, labels=labels, sentences=sentences, source=source)
-
-
-def _is_missing(label) -> bool:
-    """None, NaN (float or NumPy) and pandas' NA / NaT: what a missing value in a data frame's column is."""
-    if label is None or type(label).__name__ in ("NAType", "NaTType"):
-        return True
-    return isinstance(label, (float, np.floating)) and bool(np.isnan(label))
 
 
 def _no_empty_documents(corpus: Corpus) -> Corpus:

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Sequence
 
+import numpy as np
+
 from docattn.errors import DataError
 
 
@@ -37,6 +39,10 @@ class Corpus:
         if self.ids is None:
             self.ids = [str(i) for i in range(n)]
 
+    def without_labels(self) -> "Corpus":
+        """The same documents with no labels, so encoding never checks them against a model's classes."""
+        return Corpus(texts=self.texts, sentences=self.sentences, ids=self.ids, source=self.source)
+
     def __len__(self) -> int:
         return len(self.texts)
 
@@ -52,6 +58,43 @@ class Corpus:
             source=self.source,
             classes=self.classes,
         )
+
+
+def to_corpus(texts, labels=None, source: str = "input") -> Corpus:
+    """Validate user input: raw strings, or lists of sentence strings (pre-split documents)."""
+    if isinstance(texts, str):
+        raise DataError(f"{source}: expected a list of documents, got a single string")
+    if hasattr(texts, "columns") and hasattr(texts, "iloc"):  # a pandas DataFrame iterates over its column names
+        if len(texts.columns) != 1:
+            raise DataError(f"{source}: a table with columns {list(texts.columns)}; pass its text column, "
+                            f"e.g. df[{str(texts.columns[0])!r}]" if len(texts.columns) else f"{source}: a table with no columns")
+        texts = texts.iloc[:, 0]
+    texts = list(texts)
+    if not texts:
+        raise DataError(f"{source}: no documents (empty list)")
+    sentences = None
+    if all(isinstance(t, (list, tuple)) for t in texts):
+        sentences = [[str(s) for s in t] for t in texts]
+        texts = ["\n".join(s) for s in sentences]
+    elif not all(isinstance(t, str) for t in texts):
+        bad = next(i for i, t in enumerate(texts) if not isinstance(t, str))
+        raise DataError(f"{source}: document {bad} is {type(texts[bad]).__name__}, expected str or a list of sentences")
+    if labels is not None:
+        labels = list(labels)
+        if len(labels) != len(texts):
+            raise DataError(f"{source}: {len(texts)} documents but {len(labels)} labels")
+        missing = [i for i, y in enumerate(labels) if _is_missing(y)]
+        if missing:
+            raise DataError(f"{source}: document {missing[0]} has no label")
+        labels = [y.item() if isinstance(y, np.generic) else y for y in labels]
+    return Corpus(texts=texts, labels=labels, sentences=sentences, source=source)
+
+
+def _is_missing(label) -> bool:
+    """None, NaN (float or NumPy) and pandas' NA / NaT: what a missing value in a data frame's column is."""
+    if label is None or type(label).__name__ in ("NAType", "NaTType"):
+        return True
+    return isinstance(label, (float, np.floating)) and bool(np.isnan(label))
 
 
 def _sort_key(label: Hashable) -> tuple:

@@ -32,12 +32,11 @@ def surface_sentences(vocab, string: str) -> list[list[str]]:
 @torch.inference_mode()
 def explain_documents(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
     """Prediction, probabilities and per-sentence / per-word attention for each document."""
-    from docattn.explain.stats import unlabelled
     from docattn.training.inference import make_batch, softmax
 
     model = clf.model
     model.eval()
-    enc = clf.encode(unlabelled(corpus))  # gold labels are shown as given, never checked against the classes
+    enc = clf.encode(corpus.without_labels())  # gold labels are shown as given, never checked against the classes
     strings = documents_to_strings(corpus.texts, corpus.sentences, clf.vocab.text_config)
     device = next(model.parameters()).device
     out: list[dict] = []

@@ -268,8 +268,7 @@ def faithfulness(
     model cannot support (no attention; no embedding layer for the gradient methods) are listed
     with ``"available": False`` and the reason.
     """
-    from docattn.classifier import to_corpus
-    from docattn.data.corpus import Corpus
+    from docattn.data.corpus import Corpus, to_corpus
     from docattn.errors import ConfigError, DataError
     from docattn.explain.stats import unlabelled
 

@@ -107,13 +107,11 @@ def diagonality(matrices, mask=None, bandwidths: Sequence[int] = BANDWIDTHS) -> 
 
 
 def unlabelled(corpus):
-    """The documents of ``corpus`` without labels, so encoding never checks them against the model's classes."""
-    from docattn.classifier import to_corpus
-    from docattn.data.corpus import Corpus
+    """The documents of ``corpus`` (or of a list of texts) without labels, so encoding never checks them
+    against the model's classes."""
+    from docattn.data.corpus import Corpus, to_corpus
 
-    if not isinstance(corpus, Corpus):
-        return to_corpus(corpus)
-    return Corpus(texts=corpus.texts, sentences=corpus.sentences, ids=corpus.ids, source=corpus.source)
+    return corpus.without_labels() if isinstance(corpus, Corpus) else to_corpus(corpus)
 
 
 def model_device(model):
@@ -383,7 +381,7 @@ def document_matrices(clf, corpus, doc: int = 0, sentence: int | str | None = No
     from docattn.training.inference import make_batch
 
     if not isinstance(corpus, Corpus):
-        from docattn.classifier import to_corpus
+        from docattn.data.corpus import to_corpus
 
         corpus = to_corpus(corpus)
     if not 0 <= doc < len(corpus):
