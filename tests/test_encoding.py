@@ -131,6 +131,26 @@ def test_cache_is_atomic_and_reused(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["k1"]  # no temporary leftovers
 
 
+def test_a_process_that_loses_the_rename_race_uses_the_winners_entry(tmp_path, monkeypatch):
+    """Two runs sharing a cache: the other one renamed its entry in between our check and our rename."""
+    from docattn.data import encoding
+
+    rename = os.replace
+
+    def racing(src, dst):
+        if Path(dst).name == "k" and not Path(dst).exists():
+            other = Path(tmp_path / ".other")
+            other.mkdir()
+            (other / "x.txt").write_text("theirs")
+            (other / "COMPLETE").write_text("ok")
+            rename(other, dst)  # the other process wins...
+        return rename(src, dst)  # ...so ours fails: Directory not empty
+
+    monkeypatch.setattr(encoding.os, "replace", racing)
+    entry = cached("k", lambda folder: (folder / "x.txt").write_text("ours"), tmp_path)
+    assert (entry / "x.txt").read_text() == "theirs" and sorted(p.name for p in tmp_path.iterdir()) == ["k"]
+
+
 def test_cache_entries_get_the_permissions_of_a_plain_mkdir(tmp_path):
     """mkdtemp's 0700 locked the rest of a team out of a shared cache."""
     import os

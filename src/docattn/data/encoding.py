@@ -221,7 +221,11 @@ def cached(key: str, build: Callable[[Path], None], root: str | Path | None = No
             if (final / "COMPLETE").exists():
                 return final
             shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
+        try:
+            os.replace(tmp, final)
+        except OSError:  # another process renamed its entry in between: the same content, use it
+            if not (final / "COMPLETE").exists():
+                raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
