@@ -47,6 +47,13 @@ def test_bare_command_runs_the_main_job(tmp_path, monkeypatch):
     for name in ("train.jsonl", "test.jsonl", "config.json", "model.safetensors", "explanations.json", "report.html"):
         assert (run / name).is_file(), name
     assert len((run / "train.jsonl").read_text().splitlines()) == 240
+    # the report names documents as `docattn explain --data runs/demo/test.jsonl` does
+    shown = json.loads((run / "explanations.json").read_text())
+    first = json.loads((run / "test.jsonl").read_text().splitlines()[0])
+    assert shown[0]["id"] == first["id"] and shown[0]["label"] == first["label"]
+    res = CliRunner().invoke(app, ["demo", "--model", "nb", "--out", str(tmp_path / "nb")])
+    assert res.exit_code != 0 and "has no attention or pooling weights" in str(res.exception)
+    assert not (tmp_path / "nb").exists()  # refused before anything was trained or written
 
 
 def test_models_lists_registry():

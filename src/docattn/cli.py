@@ -72,6 +72,11 @@ def demo(  # Annotated options keep real defaults: the bare `docattn` calls demo
     from docattn.explain.html import write_atomic, write_html
     from docattn.explain.rationale import model_rationales, rationale_scores
 
+    from docattn.models import get_spec
+
+    if get_spec(model).layout == "bag":  # refused before training, not after it
+        raise DocattnError(f"the demo ends with an attention report, and {model!r} (a bag of words) has no attention or "
+                           "pooling weights to show; choose another model (docattn models)")
     console = Console()
     n_tr = n_train or synthetic.DEFAULT_N_TRAIN
     splits = synthetic.make_splits(n_train=n_tr, n_test=synthetic.DEFAULT_N_TEST, seed=seed)
@@ -88,10 +93,9 @@ def demo(  # Annotated options keep real defaults: the bare `docattn` calls demo
     acc = clf.score(test.sentences, test.labels)
     console.print(f"[bold]{model}[/] test accuracy: {acc:.2%} "
                   f"({clf.results.get('train_docs_per_s', 0):.0f} training documents/s)")
-    explanations = clf.explain(test.sentences[:50])
-    for item, label in zip(explanations, test.labels[:50]):
-        item["label"] = label
-    scores = rationale_scores(explanations, model_rationales(clf.vocab, test.subset(range(min(50, len(test))))))
+    shown = test.subset(range(min(50, len(test))))  # ids as test.jsonl gives them to `docattn explain`
+    explanations = clf.explain(shown)
+    scores = rationale_scores(explanations, model_rationales(clf.vocab, shown))
     if scores:
         console.print(f"attention vs ground truth on 50 test documents: top sentence correct {scores['top_sentence_accuracy']:.0%}, "
                       f"word AUPRC {scores['word_auprc']:.2f}")

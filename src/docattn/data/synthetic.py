@@ -413,7 +413,7 @@ def make_splits(
 
 
 def write_jsonl(corpus: Corpus, path: str | os.PathLike) -> Path:
-    """One JSON object per document (text, label, sentences, rationale), replaced atomically.
+    """One JSON object per document (id, text, label, sentences, rationale), replaced atomically.
 
     Written to ``path.tmp`` first and renamed, so a reader never sees half a file.
     """
@@ -424,10 +424,13 @@ def write_jsonl(corpus: Corpus, path: str | os.PathLike) -> Path:
     labels = corpus.labels if corpus.labels is not None else [None] * n
     sentences = corpus.sentences if corpus.sentences is not None else [None] * n
     rationales = corpus.rationales if corpus.rationales is not None else [None] * n
+    ids = corpus.ids if corpus.ids is not None else [None] * n
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            for text, label, sents, rationale in zip(corpus.texts, labels, sentences, rationales):
+            for doc_id, text, label, sents, rationale in zip(ids, corpus.texts, labels, sentences, rationales):
                 record = {"text": text, "label": label, "sentences": sents, "rationale": rationale}
+                if doc_id is not None:  # the reader takes it as the document's id: explain and predict show it
+                    record = {"id": doc_id, **record}
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
         os.replace(tmp, path)
     except BaseException:
