@@ -188,8 +188,12 @@ def test_write_jsonl_round_trips(tmp_path):
     assert not (tmp_path / "sub" / "train.jsonl.tmp").exists()
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert len(records) == 50
-    for record, text, label, sentences, rationale in zip(records, c.texts, c.labels, c.sentences, c.rationales):
-        assert record == {"text": text, "label": label, "sentences": sentences, "rationale": rationale}
+    for record, i, text, label, sentences, rationale in zip(records, c.ids, c.texts, c.labels, c.sentences, c.rationales):
+        assert record == {"id": i, "text": text, "label": label, "sentences": sentences, "rationale": rationale}
+    from docattn.data.readers import read_corpus
+
+    back = read_corpus(path)  # the reader gives the same documents, ids included
+    assert back.ids == c.ids and back.texts == c.texts and back.labels == c.labels
 
 
 @pytest.mark.parametrize(
