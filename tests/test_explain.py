@@ -314,6 +314,13 @@ def test_attention_matrix_figures(self_attention, splits, tmp_path, test_file):
     files = sorted((tmp_path / "figs").glob("*.png"))
     assert len(files) == len(mats) >= 1
     assert all(f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in files)
+    from docattn.data.readers import read_corpus
+
+    doc_id = read_corpus(test_file).ids[short]  # the id explain and predict show picks the same document
+    res = CliRunner().invoke(app, ["attention-matrix", str(run), "--data", str(test_file), "--id", str(doc_id),
+                                   "--out", str(tmp_path / "by-id")])
+    assert res.exit_code == 0, res.output
+    assert sorted(f.name for f in (tmp_path / "by-id").glob("*.png")) == [f.name for f in files]
 
 
 @pytest.mark.parametrize("name", ["han-ave", "han-max", "bilstm"])
@@ -344,6 +351,8 @@ def test_explain_refuses_a_model_without_weights(splits, tmp_path_factory, test_
 @pytest.mark.parametrize("args, message", [
     (["attention-matrix", "--sentence", "foo"], "--sentence takes a sentence index"),
     (["attention-matrix", "--image-format", "bmp"], "--image-format must be one of"),
+    (["attention-matrix", "--max-tokens", "-5"], "--max-tokens is the number of words per axis to show (0: all)"),
+    (["attention-matrix", "--id", "nope"], "no document with id 'nope'"),
     (["attention-dist", "--word", "film", "--out", "x.txt"], "the figure's name must end in"),
     (["faithfulness", "--percents", "abc"], "--percents takes numbers"),
     (["faithfulness", "--percents", "0,150"], "above 0 and at most 100"),

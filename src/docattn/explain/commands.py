@@ -75,12 +75,13 @@ def register(app) -> None:
     def attention_matrix(
         run: Path = typer.Argument(..., help="Run directory."),
         data: str = typer.Option(..., "--data", help="Documents (any supported format or data set name)."),
-        doc: int = typer.Option(0, "--doc", help="Index of the document in the data."),
+        doc: int = typer.Option(0, "--doc", help="Position of the document in the data, from 0."),
+        doc_id: Optional[str] = typer.Option(None, "--id", help="Or the document's id, as explain and predict show it."),
         out: Path = typer.Option(Path("attention-matrices"), "--out", help="Folder for the figures."),
         sentence: Optional[str] = typer.Option(None, "--sentence", help="Hierarchical models: sentence index for word-level "
                                                "matrices, or 'all' (default: the sentence with the most attention)."),
         image_format: str = typer.Option("png", "--image-format", help="png, svg or pdf."),
-        max_tokens: int = typer.Option(200, "--max-tokens", help="Show at most this many words per axis."),
+        max_tokens: int = typer.Option(200, "--max-tokens", help="Show at most this many words per axis (0: all)."),
         split: Optional[str] = typer.Option(None, "--split"),
         fmt: Optional[str] = typer.Option(None, "--format"),
         text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), or the JSONL text field."),
@@ -100,7 +101,14 @@ def register(app) -> None:
             raise DocattnError(f"--sentence takes a sentence index or 'all'; got {sentence!r}")
         if out.exists() and not out.is_dir():
             raise DocattnError(f"--out {out} is a file; attention-matrix writes its figures into a folder")
+        if max_tokens < 0:
+            raise DocattnError(f"--max-tokens is the number of words per axis to show (0: all); got {max_tokens}")
         clf, corpus = _load(run, data, split, fmt, 0, text_col, label_col)
+        if doc_id is not None:
+            ids = [str(i) for i in corpus.ids] if corpus.ids is not None else [str(i) for i in range(len(corpus))]
+            if doc_id not in ids:
+                raise DocattnError(f"no document with id {doc_id!r} in {data} (ids run {ids[0]!r} ... {ids[-1]!r})")
+            doc = ids.index(doc_id)
         if sentence is not None and clf.model.layout != "hierarchical":
             raise DocattnError(f"--sentence picks a sentence of a hierarchical model; {clf.model_name!r} reads each "
                                "document as one sequence (leave --sentence out)")
@@ -111,12 +119,14 @@ def register(app) -> None:
                           "(self-attention models: sanet*, hcan-*, can-*, cspan*)")
             raise typer.Exit(1)
         out.mkdir(parents=True, exist_ok=True)
+        named = f" (id {corpus.ids[doc]})" if corpus.ids is not None and str(corpus.ids[doc]) != str(doc) else ""
         written = []
         for i, m in enumerate(matrices):
             name = "".join(c if c.isalnum() else "-" for c in m["name"]).strip("-")
             path = out / f"doc{doc}-{i:03d}-{name}.{image_format}"
             written.append(plot_attention_matrix(m["matrix"], m["tokens"], path,
-                                                 title=f"{clf.model_name}, document {doc}: {m['name']}", max_tokens=max_tokens))
+                                                 title=f"{clf.model_name}, document {doc}{named}: {m['name']}",
+                                                 max_tokens=max_tokens))
         console.print(f"wrote {len(written)} figure(s) to {out}")
         for p in written:
             typer.echo(str(p))
