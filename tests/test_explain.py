@@ -280,6 +280,34 @@ def test_html_report_is_self_contained_and_complete(han, splits, tmp_path):
     assert any(w > 0 for _, spans in parser.docs[0] for _, w, _ in spans)
 
 
+def test_unread_words_are_said_and_greyed_not_shown_as_ignored(self_attention, han, splits, tmp_path):
+    """Past a truncation limit the model never read a word: the JSON says how much it read, the page greys the rest."""
+    import copy
+
+    from docattn.explain.html import write_html
+
+    long_doc = [" ".join(["great"] * 30) + ".", "Fine.", "Bad.", "Good."]
+    clf, _ = han
+    clf = copy.copy(clf)
+    clf.data_settings = copy.copy(clf.data_settings)
+    clf.data_settings.max_sentences, clf.data_settings.max_words = 2, 10
+    item = clf.explain([long_doc])[0]
+    assert (item["sentences_read"], item["sentence_count"]) == (2, 4) and len(item["sentences"]) == 2
+    assert [s["words_read"] for s in item["sentences"]] == [10, 2]
+    page = write_html([item], tmp_path / "h.html").read_text()
+    assert "read the first 2 of 4 sentences" in page and page.count('class="w unread"') == 21  # 30 words and '.' past 10
+    flat, _ = self_attention
+    if flat.model.layout != "flat":
+        return
+    flat = copy.copy(flat)
+    flat.data_settings = copy.copy(flat.data_settings)
+    flat.data_settings.max_tokens = 7
+    item = flat.explain([long_doc])[0]
+    assert item["tokens_read"] == 7 and len(item["tokens"]) == 37 and sum(item["token_weights"][7:]) == 0
+    page = write_html([item], tmp_path / "f.html").read_text()
+    assert "read the first 7 of 37 words" in page and page.count('class="w unread"') == 30
+
+
 def test_html_views_per_head_or_query(splits, tmp_path_factory, tmp_path):
     from docattn.explain.html import add_attention_views, write_html
     from docattn.models import list_models

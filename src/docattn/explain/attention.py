@@ -31,7 +31,9 @@ def surface_sentences(vocab, string: str) -> list[list[str]]:
 
 @torch.inference_mode()
 def explain_documents(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
-    """Prediction, probabilities and per-sentence / per-word attention for each document."""
+    """Prediction, probabilities and per-sentence / per-word attention for each document, with how much
+    of it the model read: ``tokens_read`` (flat), ``sentences_read`` of ``sentence_count`` and each
+    sentence's ``words_read`` (hierarchical; sentences past the limit are left out). Unread words weigh 0."""
     from docattn.training.inference import make_batch, softmax
 
     model = clf.model
@@ -58,19 +60,23 @@ def explain_documents(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
                 "label": corpus.labels[d] if corpus.labels is not None else None,
                 "layout": model.layout,
             }
+            # what truncation let the model read is said, so an unread word is not taken for an ignored one
             if model.layout == "hierarchical":
                 n_sent = int(batch.sentence_mask[row].sum())
+                item["sentences_read"], item["sentence_count"] = n_sent, len(sentences)
                 item["sentences"] = []
                 for i, toks in enumerate(sentences[:n_sent]):
                     item["sentences"].append({
                         "tokens": toks,
                         "weight": float(att["sentence"][row, i]) if "sentence" in att else None,
                         "word_weights": _fit(att["word"][row, i], len(toks)) if "word" in att else None,
+                        "words_read": min(len(toks), int(batch.word_mask[batch.sentence_index[row, i]].sum())),
                     })
             else:
                 tokens = [t for s in sentences for t in s]
                 item["tokens"] = tokens
                 item["token_weights"] = _fit(att["token"][row], len(tokens)) if "token" in att else None
+                item["tokens_read"] = min(len(tokens), int(batch.mask[row].sum()))
             out.append(item)
     return out
 

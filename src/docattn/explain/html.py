@@ -25,7 +25,9 @@ body{font-family:system-ui,sans-serif;margin:2em;max-width:60em;color:#222}
 .sent{display:flex;align-items:flex-start;margin:.15em 0}
 .bar{flex:0 0 4em;height:1em;background:#eee;margin:.2em .6em 0 0;position:relative}
 .bar span{position:absolute;left:0;top:0;bottom:0;background:#1f77b4}
-.w{padding:0 .1em;border-radius:2px}
+.w{padding:0 .1em;border-radius:2px;unicode-bidi:isolate}
+.unread{color:#aaa}
+.trunc{color:#a60}
 .ok{color:#2a7} .bad{color:#c33}
 .controls{position:sticky;top:0;background:#fff;padding:.4em 0;border-bottom:1px solid #eee}
 .vname{font-size:80%;color:#777}
@@ -58,14 +60,36 @@ def _shade(weight: float) -> str:
     return f"background:rgba(255,80,0,{_clip(weight):.3f})"
 
 
-def _word_spans(tokens, weights, within=None) -> str:
-    """Spans of shaded words: ``weights`` the shown intensity, ``within`` the word-level one (both in [0, 1])."""
+def _word_spans(tokens, weights, within=None, read: int | None = None) -> str:
+    """Spans of shaded words: ``weights`` the shown intensity, ``within`` the word-level one (both in [0, 1]);
+    words from position ``read`` on, which truncation kept from the model, are greyed."""
     within = weights if within is None else within
+    read = len(tokens) if read is None else read
     parts = []
-    for tok, w, p in zip(tokens, weights, within):
+    for i, (tok, w, p) in enumerate(zip(tokens, weights, within)):
         w, p = _clip(w), _clip(p)
+        if i >= read:
+            parts.append(f'<span class="w unread" data-w="0" data-p="0" title="not read (truncated)">{html.escape(tok)}</span>')
+            continue
         parts.append(f'<span class="w" data-w="{w:.4f}" data-p="{p:.4f}" style="{_shade(w)}" title="{w:.3f}">{html.escape(tok)}</span>')
     return " ".join(parts)
+
+
+def _truncation_note(item: dict) -> str:
+    """What the model did not read, in words, for the document's header ("" when it read everything)."""
+    if item.get("layout") == "hierarchical":
+        read, total = item.get("sentences_read"), item.get("sentence_count")
+        cut_words = any(s.get("words_read", len(s["tokens"])) < len(s["tokens"]) for s in item["sentences"])
+        notes = []
+        if read is not None and total is not None and read < total:
+            notes.append(f"the model read the first {read:,} of {total:,} sentences (the rest are not shown)")
+        if cut_words:
+            notes.append("greyed words lie past the model's words-per-sentence limit: it never read them")
+        return "; ".join(notes)
+    read, total = item.get("tokens_read"), len(item.get("tokens", []))
+    if read is not None and read < total:
+        return f"the model read the first {read:,} of {total:,} words; the greyed rest it never saw"
+    return ""
 
 
 def _scaled(values) -> list[float]:
@@ -86,17 +110,17 @@ def _body(item: dict, sentence_weights=None, word_weights=None, token_weights=No
             p_s = 0.0 if p_s is None or not math.isfinite(p_s) else float(p_s)
             words = list(words) if words is not None else [0.0] * len(s["tokens"])
             # HAN's rule (Yang et al. 2016, sec. 3.6): word intensity sqrt(p_sentence) * p_word, scaled to the doc max
-            rows.append((p_s, s["tokens"], [math.sqrt(max(p_s, 0.0)) * w for w in words], _scaled(words)))
+            rows.append((p_s, s["tokens"], [math.sqrt(max(p_s, 0.0)) * w for w in words], _scaled(words), s.get("words_read")))
         top = max((max(r[2], default=0.0) for r in rows), default=0.0) or 1.0
         return "".join(
             f'<div class="sent" data-weight="{_clip(p):.4f}"><div class="bar" title="sentence weight {_clip(p):.3f}">'
             f'<span style="width:{100 * _clip(p):.1f}%"></span></div>'
-            f"<div>{_word_spans(toks, [w / top for w in shown], within)}</div></div>"
-            for p, toks, shown, within in rows
+            f"<div>{_word_spans(toks, [w / top for w in shown], within, read)}</div></div>"
+            for p, toks, shown, within, read in rows
         )
     weights = token_weights if token_weights is not None else item.get("token_weights")
     weights = weights if weights is not None else [0.0] * len(item["tokens"])
-    return f"<div>{_word_spans(item['tokens'], _scaled(weights))}</div>"
+    return f"<div>{_word_spans(item['tokens'], _scaled(weights), read=item.get('tokens_read'))}</div>"
 
 
 def render_document(item: dict) -> str:
@@ -108,8 +132,10 @@ def render_document(item: dict) -> str:
     if gold is not None:
         ok = str(gold) == str(item["prediction"])
         verdict = f' <b class="{"ok" if ok else "bad"}">{"correct" if ok else "wrong"}</b> (gold {html.escape(str(gold))})'
+    note = _truncation_note(item)
+    note = f'<br><span class="trunc">{html.escape(note)}</span>' if note else ""
     head = (f'<div class="meta">{html.escape(str(item.get("id", "")))}: predicted '
-            f'<b>{html.escape(str(item["prediction"]))}</b>{verdict}<br>{probs}</div>')
+            f'<b>{html.escape(str(item["prediction"]))}</b>{verdict}<br>{probs}{note}</div>')
     views = item.get("views") or []
     if not views:
         return f'<div class="doc">{head}{_body(item)}</div>'
