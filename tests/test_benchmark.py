@@ -155,3 +155,18 @@ def test_benchmark_jobs_run_trials_in_workers_with_the_same_results(tmp_path, mo
     about = json.loads((tmp_path / "par" / "run.json").read_text())
     assert about["jobs"] == 2 and about["threads_per_job"] >= 1 and about["finished_models"] == ["han", "logreg"]
     assert any("2 at a time" in line for line in lines)
+
+
+def test_a_benchmark_into_an_earlier_ones_folder_says_what_it_replaces(tmp_path):
+    from docattn.benchmark import _note_replaced, markdown_table
+
+    (tmp_path / "results.json").write_text(json.dumps([{"model": "han"}, {"model": "nb"}]))
+    (tmp_path / "runs" / "han-seed0").mkdir(parents=True)
+    said = []
+    _note_replaced(tmp_path, ["han"], [0, 1], tmp_path / "runs", said.append)
+    assert "held an earlier benchmark (han, nb); it is replaced, and the rows of nb will not be in it" in said[0]
+    assert "1 run folder(s) under" in said[1] and "han-seed0" in said[1]
+    said.clear()
+    _note_replaced(tmp_path / "new", ["han"], [0], None, said.append)
+    assert said == []
+    assert "population deviation" in markdown_table([], "t")

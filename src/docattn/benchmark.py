@@ -178,6 +178,7 @@ def _run_in_worker(model: str, data, seed: int, options: dict, run_dir: Path | N
 
 
 def _mean_std(values) -> dict:
+    """Mean and standard deviation over seeds; the deviation is the population one (NumPy's ddof=0)."""
     vals = [v for v in values if v is not None]
     if not vals:
         return {"mean": None, "std": None}
@@ -207,7 +208,8 @@ def summarize(model: str, trials: list[dict]) -> dict:
 
 def markdown_table(rows: list[dict], title: str) -> str:
     """HCAN Table 2 shape: test accuracy (mean ± std over seeds) and training cost per document."""
-    lines = [f"### {title}", "", "| model | test accuracy % | macro-F1 % | train ms/doc | train docs/s | inference docs/s | parameters | peak memory MB | note |",
+    lines = [f"### {title}", "", "Mean ± standard deviation over seeds (the population deviation, NumPy's ddof=0).", "",
+             "| model | test accuracy % | macro-F1 % | train ms/doc | train docs/s | inference docs/s | parameters | peak memory MB | note |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         acc, f1 = r["test_accuracy"], r["test_macro_f1"]
@@ -242,7 +244,8 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> Path | None:
         return None
     ax.set_xlabel("training time (s)")
     ax.set_ylabel("validation accuracy (%)")
-    ax.set_title(title)
+    seed = rows[0]["trials"][0].get("seed") if rows and rows[0]["trials"] else None
+    ax.set_title(title + (f" (validation curves of seed {seed})" if seed is not None else ""))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -283,6 +286,23 @@ def run_record(models: list[str], seeds: list[int], options: dict, per_model: di
             "threads_per_job": _threads_per_job(jobs) if jobs > 1 else None}
 
 
+def _note_replaced(out: Path, models: list[str], seeds: list[int], runs: Path | None, log) -> None:
+    """Say what an earlier benchmark in ``out`` loses: its results files are rewritten, its run folders of the same names replaced."""
+    try:
+        before = [r["model"] for r in json.loads((out / "results.json").read_text(encoding="utf-8"))]
+    except (OSError, ValueError, KeyError, TypeError):
+        before = []
+    if before:
+        lost = [m for m in before if m not in models]
+        log(f"note: {out}/results.json held an earlier benchmark ({', '.join(before)}); it is replaced"
+            + (f", and the rows of {', '.join(lost)} will not be in it" if lost else ""))
+    if runs is not None:
+        again = [f"{m}-seed{seed}" for m in models for seed in seeds if (runs / f"{m}-seed{seed}").exists()]
+        if again:
+            log(f"note: {len(again)} run folder(s) under {runs} are trained again and replaced ({', '.join(again[:3])}"
+                + (", ..." if len(again) > 3 else "") + ")")
+
+
 def _threads_per_job(jobs: int) -> int:
     return max(1, (os.cpu_count() or 1) // jobs)
 
@@ -300,6 +320,7 @@ def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings
     picklable (``PathData``, or prepared splits, which are copied to each worker).
     """
     out.mkdir(parents=True, exist_ok=True)
+    _note_replaced(out, models, seeds, runs, log)
     rows: list[dict] = []
     started, about = time.perf_counter(), run_record(models, seeds, options, per_model, jobs)
     options_of = {m: {**options, **(per_model or {}).get(m, {})} for m in models}
