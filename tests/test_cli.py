@@ -255,7 +255,8 @@ def test_bad_training_options_are_one_line_errors(trained_run):
     for extra, word in cases:
         res = run_cli(*base, *extra, env=env)
         assert res.returncode == 2 and "Traceback" not in res.stderr and word in res.stderr, (extra, res.stderr[-1500:])
-    for extra, word in ((["--lr", "0.1,abc"], "--lr"), (["--lr", ","], "--lr"), (["--model", "logreg"], "learning rate")):
+    for extra, word in ((["--lr", "0.1,abc"], "--lr"), (["--lr", ","], "--lr"), (["--lr", "0.1,1e-1"], "more than once"),
+                        (["--model", "logreg"], "learning rate")):
         res = run_cli("tune", "--train", str(trained_run / "train.jsonl"), "--out", str(trained_run / "t"), *extra, env=env)
         assert res.returncode == 2 and "Traceback" not in res.stderr and word in res.stderr, (extra, res.stderr[-1500:])
 

@@ -447,6 +447,8 @@ def tune(
         raise DocattnError(f"--lr expects comma-separated numbers, got {lr!r}") from None
     if (lr is not None and not rates) or any(not 0 < r < float("inf") for r in rates):  # nan fails both
         raise DocattnError(f"--lr needs at least one learning rate, each a number above 0, got {lr!r}")
+    if len(set(rates)) < len(rates):  # the same rate twice would train into one folder twice
+        raise DocattnError(f"--lr lists a learning rate more than once: {lr}")
     if get_spec(model).layout == "bag":
         raise DocattnError(f"{model} is not trained by gradient descent: there is no learning rate to tune "
                            "(compare its settings with docattn benchmark --set KEY=VALUE)")
