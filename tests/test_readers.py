@@ -349,6 +349,10 @@ def test_linked_label_folders_are_followed_without_looping(tmp_path):
     write(tmp_path / "data" / "test" / "pos" / "2.txt", "great")
     corpus = read_corpus(tmp_path / "data", split="train")
     assert sorted(zip(corpus.labels, corpus.texts)) == [("neg", "awful"), ("pos", "superb")]
+    for a, b in (("x", "y"), ("y", "z"), ("z", "x")):  # folders linking to each other: a cycle through siblings
+        write(tmp_path / "ring" / a / "1.txt", a)
+        (tmp_path / "ring" / a / "see_also").symlink_to(tmp_path / "ring" / b, target_is_directory=True)
+    assert len(readers._directory_tree(tmp_path / "ring").paths) == 3 * 3  # each file reached by at most 3 routes
     from docattn.data.encoding import fingerprint_path
 
     before = fingerprint_path(tmp_path / "data")
@@ -388,6 +392,50 @@ def test_archive_links_read_as_their_targets(tmp_path, monkeypatch, fast):
     assert sorted(zip(corpus.labels, corpus.texts)) == [
         ("more", "fine"), ("neg", "awful"), ("neg", "awful"), ("pos", "superb"), ("shared", "superb"), ("shared2", "fine")]
     assert corpus.stats["skipped_links"] == 1
+
+
+
+def test_archive_folder_links_survive_broken_links_inside_and_long_targets(tmp_path):
+    """A folder link is read even when its folder holds a broken link; a target past 100 bytes (pax linkpath) is whole."""
+    long = "d" * 120 + "/real.txt"
+    path = tmp_path / "links.tar"
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        def add(name, kind=tarfile.REGTYPE, text="", target=""):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, data = kind, target, text.encode()
+            info.size = len(data) if kind == tarfile.REGTYPE else 0
+            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+
+        add("data/train/pos/1.txt", text="superb")
+        add("data/train/pos/broken.txt", tarfile.SYMTYPE, target="missing.txt")
+        add("data/test", tarfile.SYMTYPE, target="train")
+        add(long, text="far")
+        add("data/train/neg/1.txt", tarfile.SYMTYPE, target="../../../" + long)
+        add("a/l1", tarfile.SYMTYPE, target=".")  # two links to their own folder: waiting on each other
+        add("a/l2", tarfile.SYMTYPE, target=".")
+        add("a/x.txt", text="x")
+    tree = readers._archive_tree(path)
+    assert tree.data["data/test/pos/1.txt"] == b"superb" and tree.data["data/train/neg/1.txt"] == b"far"
+    assert tree.skipped_links == ["data/train/pos/broken.txt -> data/train/pos/missing.txt"]
+    assert tree.data["a/l1/x.txt"] == tree.data["a/l2/x.txt"] == b"x"
+
+
+def test_many_broken_links_are_not_quadratic(tmp_path):
+    import time
+
+    path = tmp_path / "many.tar"
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for i in range(20000):
+            info = tarfile.TarInfo(f"pos/{i}.txt")
+            info.size = 1
+            tar.addfile(info, io.BytesIO(b"x"))
+        for i in range(1000):
+            info = tarfile.TarInfo(f"neg/{i}.txt")
+            info.type, info.linkname = tarfile.SYMTYPE, f"gone/{i}.txt"
+            tar.addfile(info)
+    start = time.perf_counter()
+    tree = readers._archive_tree(path)
+    assert len(tree.skipped_links) == 1000 and time.perf_counter() - start < 5
 
 
 def test_folder_read_of_one_split_skips_decoding_the_others(tmp_path):

@@ -896,11 +896,19 @@ def _open_tree(path: Path, keep_data: bool = True) -> _Tree:
 
 
 def walk(root: str | os.PathLike) -> Iterator[tuple[str, list[str], list[str]]]:
-    """``os.walk`` that follows symbolic links to folders (data often lives elsewhere), except a link
-    back into a folder it sits in, which would never end; prune ``subfolders`` in place as with os.walk."""
+    """``os.walk`` that follows symbolic links to folders (data often lives elsewhere), except into a
+    folder already on the way down, which would never end (a link to an ancestor, or two folders
+    linking to each other); prune ``subfolders`` in place as with os.walk."""
+    chains = {os.fspath(root): frozenset([os.path.realpath(root)])}  # real folders on the way down to each folder
     for folder, subfolders, files in os.walk(root, followlinks=True):
-        real = os.path.realpath(folder)
-        subfolders[:] = [d for d in subfolders if not _is_within(real, os.path.realpath(os.path.join(folder, d)))]
+        chain = chains.pop(folder, frozenset())
+        kept = []
+        for d in subfolders:
+            real = os.path.realpath(os.path.join(folder, d))
+            if real not in chain:
+                kept.append(d)
+                chains[os.path.join(folder, d)] = chain | {real}
+        subfolders[:] = kept
         yield folder, subfolders, files
 
 
@@ -914,11 +922,6 @@ def _directory_tree(root: Path) -> _Tree:
         folders.update(prefix + d for d in subfolders)
         paths.extend(prefix + f for f in sorted(files) if _member_path(f) is not None)
     return _Tree(str(root), paths, folders, root=root)
-
-
-def _is_within(folder: str, target: str) -> bool:
-    """Whether real path ``folder`` is ``target`` or lies inside it (a link to it makes a cycle)."""
-    return folder == target or folder.startswith(target.rstrip(os.sep) + os.sep)
 
 
 def _archive_tree(path: Path, keep_data: bool = True) -> _Tree:
@@ -992,24 +995,40 @@ def _link_target(name: str, target: str, symbolic: bool) -> str:
 
 def _resolve_links(links: dict[str, str], data: dict[str, bytes], folders: set[str]) -> list[str]:
     """Give each link its target's content (a file) or files (a folder); returns "name -> target" of
-    those whose target is not in the archive. Links to links resolve in later rounds."""
+    those whose target is not in the archive. Links to links resolve in later rounds; a folder link
+    waits while links inside its target are pending, unless waiting gets nowhere."""
     pending = dict(links)
     while pending:
-        done = {}
+        present = set(folders) | {posixpath.dirname(p) for p in data}
+        for folder in list(present):
+            while folder:
+                folder = posixpath.dirname(folder)
+                present.add(folder)
+        done: dict[str, dict[str, bytes]] = {}
+        waiting = []
         for name, target in pending.items():
             if target in data:
                 done[name] = {name: data[target]}
-            elif target and (target in folders or any(p.startswith(target + "/") for p in data)):
+            elif target and target in present:
                 if any(other != name and other.startswith(target + "/") for other in pending):
-                    continue  # files still to arrive in that folder through other links: wait a round
-                folders.add(name)
-                done[name] = {name + p[len(target):]: v for p, v in data.items() if p.startswith(target + "/")}
+                    waiting.append(name)  # files may still arrive in that folder through other links
+                else:
+                    done[name] = _folder_files(name, target, data)
+        if not done and waiting:  # links waiting on each other, or on broken links: take the folders as they are
+            done = {name: _folder_files(name, pending[name], data) for name in waiting}
         if not done:
             break
         for name, files in done.items():
+            if name not in files:  # a folder link, not a file
+                folders.add(name)
             data.update(files)
             del pending[name]
     return [f"{name} -> {links[name] or '(outside the archive)'}" for name in sorted(pending)]
+
+
+def _folder_files(name: str, target: str, data: dict[str, bytes]) -> dict[str, bytes]:
+    """The files under folder ``target``, as seen under link ``name``."""
+    return {name + p[len(target):]: v for p, v in data.items() if p.startswith(target + "/")}
 
 
 class _NotPlainTar(Exception):
@@ -1087,7 +1106,7 @@ def _pax_path(records: bytes) -> bytes | None:
         key, _, value = records[space + 1 : position + length - 1].partition(b"=")
         if key == b"path":
             path = value
-        elif key == b"size":
+        elif key in (b"size", b"linkpath"):  # a huge file, or a link target past the header's 100 bytes
             raise _NotPlainTar
         position += length
     return path
