@@ -170,3 +170,26 @@ def test_a_benchmark_into_an_earlier_ones_folder_says_what_it_replaces(tmp_path)
     _note_replaced(tmp_path / "new", ["han"], [0], None, said.append)
     assert said == []
     assert "population deviation" in markdown_table([], "t")
+
+
+def test_a_diverging_trial_is_a_result_and_tune_goes_on(tmp_path, monkeypatch):
+    """Too high a learning rate diverges before its first validation: benchmark records it, tune tries the next rate."""
+    from docattn.benchmark import markdown_table, run_one, summarize
+    from docattn.data.prepare import DataSettings, prepare
+
+    monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
+    sp = synthetic.make_splits(n_train=300, n_test=100, seed=5)
+    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+    kim = dict(embeddings="random", embedding_dim=16, max_epochs=1, optimizer="adam", min_count=2)
+    trial = run_one("kim-cnn", data, 0, {**kim, "lr": 1e12}, None)
+    assert trial["diverged"].startswith("training diverged") and trial["test_accuracy"] is None
+    row = summarize("kim-cnn", [trial])
+    assert row["diverged_seeds"] == [0] and "diverged: seed 0" in markdown_table([row], "t")
+    path = tmp_path / "train.jsonl"
+    synthetic.write_jsonl(sp["train"], path)
+    res = CliRunner().invoke(app, ["tune", "--model", "kim-cnn", "--train", str(path), "--out", str(tmp_path / "tune"),
+                                   "--lr", "1e12,0.001", "--epochs", "1", "--set", "embeddings=random",
+                                   "--set", "embedding_dim=16", "--set", "optimizer=adam", "--set", "min_count=2"])
+    assert res.exit_code == 0, res.output
+    tuned = json.loads((tmp_path / "tune" / "tune.json").read_text())
+    assert "diverged" in tuned["trials"][0] and tuned["best"]["lr"] == 0.001

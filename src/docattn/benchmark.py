@@ -19,6 +19,7 @@ import numpy as np
 
 from docattn.data.prepare import DataSettings, PreparedData
 from docattn.data.text import write_json_atomic
+from docattn.errors import Diverged
 
 
 def _rss_mb() -> float | None:
@@ -86,10 +87,14 @@ def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedDa
     if callable(data):
         data = data(clf.data_settings)
     t0 = time.perf_counter()
+    diverged = None
     with RssPeak() as rss:
-        clf.fit_prepared(data, run_dir=run_dir)
+        try:
+            clf.fit_prepared(data, run_dir=run_dir)
+        except Diverged as err:  # a trial that diverged is a result (no accuracy), not the end of the benchmark
+            diverged = str(err)
     wall = time.perf_counter() - t0
-    res = clf.results
+    res = clf.results if diverged is None else {}
     test = res.get("test", {})
     n_train = len(data.splits["train"])
     train_s = res.get("train_seconds", wall)
@@ -104,7 +109,7 @@ def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedDa
         "train_ms_per_document": 1000.0 / res["train_docs_per_s"] if res.get("train_docs_per_s") else 1000.0 * train_s / n_train,
         "train_docs_per_s": res.get("train_docs_per_s"),
         "inference_docs_per_s": test.get("inference_docs_per_s"),
-        "parameters": _param_count(clf.model),
+        "parameters": _param_count(clf.model) if clf.model is not None else None,
         # GPU: the most tensor memory allocated; CPU: the process's peak RSS during the trial
         # (data, libraries and model together: compare models by differences)
         "peak_memory_mb": (torch.cuda.max_memory_allocated() / 2**20) if torch.cuda.is_available() else rss.peak,
@@ -112,6 +117,7 @@ def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedDa
         "stopped_on_budget": bool(res.get("stopped_on_budget", False)),
         "history": res.get("history", []),
         "device": "cuda:" + torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "diverged": diverged,
     }
 
 
@@ -202,6 +208,7 @@ def summarize(model: str, trials: list[dict]) -> dict:
         "peak_memory_kind": trials[0]["peak_memory_kind"],
         "device": trials[0]["device"],
         "stopped_on_budget": any(t["stopped_on_budget"] for t in trials),
+        "diverged_seeds": [t["seed"] for t in trials if t.get("diverged")],
         "trials": trials,
     }
 
@@ -215,7 +222,9 @@ def markdown_table(rows: list[dict], title: str) -> str:
         acc, f1 = r["test_accuracy"], r["test_macro_f1"]
         fmt = lambda d, s=100: "-" if d["mean"] is None else f"{s * d['mean']:.2f} ± {s * d['std']:.2f}"  # noqa: E731
         num = lambda d: "-" if d["mean"] is None else f"{d['mean']:.1f}"  # noqa: E731
-        note = "stopped on time budget" if r["stopped_on_budget"] else ""
+        note = "; ".join(n for n in ("stopped on time budget" if r["stopped_on_budget"] else "",
+                                       f"diverged: seed {', '.join(map(str, r.get('diverged_seeds', [])))}"
+                                       if r.get("diverged_seeds") else "") if n)
         lines.append(f"| {r['model']} | {fmt(acc)} | {fmt(f1)} | {num(r['train_ms_per_document'])} | {num(r['train_docs_per_s'])} | "
                      f"{num(r['inference_docs_per_s'])} | {r['parameters'] or '-'} | {r['peak_memory_mb'] or 0:.0f} | {note} |")
     return "\n".join(lines) + "\n"
@@ -334,6 +343,9 @@ def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings
                                              "finished_models": [r["model"] for r in rows]})
 
     def done(model: str, trial: dict) -> dict:
+        if trial.get("diverged"):
+            log(f"{model} seed {trial['seed']}: diverged ({trial['diverged']})")
+            return trial
         log(f"{model} seed {trial['seed']}: test accuracy {trial['test_accuracy']}, {trial['train_seconds']:.1f} s")
         return trial
 

@@ -14,7 +14,7 @@ from docattn.data.sources import parse_value as _parse_value
 from docattn.data.sources import read_evaluation_corpus as _read_eval_corpus
 from docattn.data.sources import reader_options as _reader_options
 from docattn.data.sources import resolve_source as _resolve
-from docattn.errors import DocattnError, Interrupted
+from docattn.errors import Diverged, DocattnError, Interrupted
 
 app = typer.Typer(
     add_completion=False,
@@ -447,8 +447,8 @@ def tune(
         raise DocattnError(f"--lr expects comma-separated numbers, got {lr!r}") from None
     if (lr is not None and not rates) or any(not 0 < r < float("inf") for r in rates):  # nan fails both
         raise DocattnError(f"--lr needs at least one learning rate, each a number above 0, got {lr!r}")
-    if len(set(rates)) < len(rates):  # the same rate twice would train into one folder twice
-        raise DocattnError(f"--lr lists a learning rate more than once: {lr}")
+    if len({f"{r:g}" for r in rates}) < len(rates):  # the same rate twice would train into one lr=... folder twice
+        raise DocattnError(f"--lr lists a learning rate more than once (as its run folder names it): {lr}")
     if get_spec(model).layout == "bag":
         raise DocattnError(f"{model} is not trained by gradient descent: there is no learning rate to tune "
                            "(compare its settings with docattn benchmark --set KEY=VALUE)")
@@ -462,15 +462,26 @@ def tune(
     trials = []
     for rate in rates:
         clf = DocumentClassifier(model, **{**options, "lr": rate})
-        clf.fit_prepared(data, run_dir=out / f"lr={rate:g}")
+        try:
+            clf.fit_prepared(data, run_dir=out / f"lr={rate:g}")
+        except Diverged as err:  # too high a rate is a finding of the search, not the end of it
+            trials.append({"lr": rate, "diverged": str(err), "run": str(out / f"lr={rate:g}")})
+            console.print(f"lr {rate:g}: diverged before its first validation")
+            continue
         best = clf.results.get("best", {})
         trials.append({"lr": rate, **best, "run": str(out / f"lr={rate:g}")})
         console.print(f"lr {rate:g}: validation accuracy {best.get('val_acc', float('nan')):.4f}")
+    if not any("val_acc" in t for t in trials):
+        raise DocattnError(f"every learning rate tried diverged or kept no validation ({', '.join(f'{r:g}' for r in rates)}); "
+                           "try lower ones with --lr")
     best_trial = max(trials, key=lambda t: t.get("val_acc", -1))
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "tune.json", {"model": model, "trials": trials, "best": best_trial})
     table = Table("lr", "val_acc", "val_macro_f1", "best epoch")
     for t in trials:
+        if t.get("diverged"):
+            table.add_row(f"{t['lr']:g}", "-", "-", "diverged")
+            continue
         table.add_row(f"{t['lr']:g}", f"{t.get('val_acc', float('nan')):.4f}", f"{t.get('val_macro_f1', float('nan')):.4f}", str(t.get("epoch")))
     console.print(table)
     console.print(f"best lr: {best_trial['lr']:g} (run {best_trial['run']})")
