@@ -161,6 +161,12 @@ def test_cache_entries_get_the_permissions_of_a_plain_mkdir(tmp_path):
     finally:
         os.umask(old)
     assert entry.stat().st_mode & 0o777 == 0o755
+    shared = tmp_path / "team"
+    shared.mkdir()
+    shared.chmod(0o2775)  # a team folder: new folders inherit its group through the setgid bit
+    if shared.stat().st_mode & 0o2000:  # some filesystems refuse setgid
+        entry = cached("k", lambda folder: (folder / "x.txt").write_text("done"), shared)
+        assert entry.stat().st_mode & 0o2000
 
 
 def _write_jsonl(path, n, seed):

@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -196,11 +195,15 @@ def cache_key(settings: dict) -> str:
 def temp_dir(parent: Path, prefix: str, suffix: str = "") -> Path:
     """A fresh folder in ``parent`` to fill and rename into place, with the permissions a plain
     ``mkdir`` gives (mkdtemp's 0700 would lock the rest of a team out of a shared cache or data folder)."""
-    tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)
-    return tmp
+    import secrets
+
+    while True:
+        tmp = Path(parent) / f"{prefix}{secrets.token_hex(8)}{suffix}"
+        try:
+            tmp.mkdir()  # the umask applies and a setgid parent's group is inherited, as with any mkdir
+            return tmp
+        except FileExistsError:
+            continue
 
 
 def cached(key: str, build: Callable[[Path], None], root: str | Path | None = None) -> Path:
