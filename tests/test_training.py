@@ -438,7 +438,7 @@ def test_a_diverging_run_stops_and_says_so(data):
                            embedding_dim=16).fit_prepared(data)
 
 
-def test_divergence_after_a_validation_keeps_the_weights_from_before(data, monkeypatch):
+def test_divergence_after_a_validation_keeps_the_weights_from_before(data, monkeypatch, tmp_path):
     import torch
 
     from docattn.training import engine
@@ -453,7 +453,10 @@ def test_divergence_after_a_validation_keeps_the_weights_from_before(data, monke
         return step(self, batch, batch_idx)
 
     monkeypatch.setattr(engine.ClassifierModule, "training_step", poisoned)
-    clf = DocumentClassifier("han", max_epochs=3, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(data)
+    clf = DocumentClassifier("han", max_epochs=3, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(
+        data, run_dir=tmp_path / "run")
+    ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert ckpt["epoch"] == 0 and all(torch.isfinite(v).all() for v in ckpt["state_dict"].values())  # --resume: no NaN
     at = clf.results["diverged_at"]
     assert at["epoch"] == 1 and clf.results["best"]["epoch"] == 0
     assert len([r for r in clf.results["history"] if r.get("epoch") == 2]) == 0  # it stopped in epoch 2 of 3
@@ -465,3 +468,25 @@ def test_divergence_after_a_validation_keeps_the_weights_from_before(data, monke
 
     with pytest.raises(DocattnError, match=r"NaN or infinite probabilities for 1 of 1 document"):
         clf.predict(["a short review"])  # not class 0, silently
+
+
+def test_divergence_between_two_checks_is_caught_when_training_ends(data, monkeypatch):
+    """A time budget or early stop can end training between the guard's checks: it looks once more at the end."""
+    import torch
+
+    from docattn.errors import Diverged
+    from docattn.training import engine
+
+    step = engine.ClassifierModule.training_step
+
+    def poisoned_then_stopped(self, batch, batch_idx):
+        if batch_idx == 2:  # global step 3: no check is due
+            with torch.no_grad():
+                for p in self.model.parameters():
+                    p.fill_(float("nan"))
+            self.trainer.should_stop = True  # as --max-time would
+        return step(self, batch, batch_idx)
+
+    monkeypatch.setattr(engine.ClassifierModule, "training_step", poisoned_then_stopped)
+    with pytest.raises(Diverged, match="by step 3"):
+        DocumentClassifier("han", max_epochs=2, embeddings="random", batch_size=16, **TINY).fit_prepared(data)

@@ -281,6 +281,7 @@ class DivergenceGuard(Callback):
     def __init__(self, every: int = 25):
         self.every = every
         self.bad: torch.Tensor | None = None
+        self.loss = float("nan")
         self.at: dict | None = None  # step, epoch and loss where it was found
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -289,13 +290,21 @@ class DivergenceGuard(Callback):
             return
         finite = torch.isfinite(loss.detach())
         self.bad = ~finite if self.bad is None else self.bad | ~finite
-        if trainer.global_step % self.every and batch_idx + 1 != trainer.num_training_batches:
-            return
-        diverged = bool(self.bad) and not all(bool(torch.isfinite(p).all()) for p in pl_module.parameters())
+        self.loss = loss
+        if trainer.global_step % self.every == 0 or batch_idx + 1 == trainer.num_training_batches:
+            self._check(trainer, pl_module)
+
+    def on_train_end(self, trainer, pl_module):
+        """Once more at the end: a time budget or early stop may fall between two checks."""
+        if self.at is None:
+            self._check(trainer, pl_module)
+
+    def _check(self, trainer, pl_module) -> None:
+        diverged = self.bad is not None and bool(self.bad) and not all(bool(torch.isfinite(p).all()) for p in pl_module.parameters())
         self.bad = None
         # every rank decides at the same steps, so under DDP all stop together or none does
         if trainer.strategy.reduce_boolean_decision(diverged, all=False):
-            self.at = {"step": trainer.global_step, "epoch": trainer.current_epoch, "loss": float(loss)}
+            self.at = {"step": trainer.global_step, "epoch": trainer.current_epoch, "loss": float(self.loss)}
             trainer.should_stop = True
 
 
@@ -317,10 +326,12 @@ class ResumePoint(Callback):
     """``checkpoints/last.ckpt`` after every training epoch, written to a temporary file and renamed,
     so ``--resume`` continues a killed run from its last finished epoch (never from a torn file)."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path, guard: "DivergenceGuard | None" = None):
+        self.path, self.guard = path, guard
 
     def on_train_epoch_end(self, trainer, pl_module):
+        if self.guard is not None and self.guard.at is not None:
+            return  # NaN weights: --resume continues from the epoch before instead
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         trainer.save_checkpoint(tmp)  # every rank takes part; rank 0 writes
         if trainer.is_global_zero:
@@ -505,7 +516,7 @@ def fit(
         ckpt_path = str(last) if resume and last.exists() else None
         if not resume and last.exists():
             last.unlink()  # an earlier run's: a later --resume must not continue it as this one
-        callbacks.append(ResumePoint(last))
+        callbacks.append(ResumePoint(last, guard))
     log.resumed = ckpt_path is not None
     if bar:
         from lightning.pytorch.callbacks import RichProgressBar
