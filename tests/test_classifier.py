@@ -233,7 +233,7 @@ def test_labels_written_alike_are_refused_and_text_labels_match_their_class():
 
     with pytest.raises(DataError, match=r"labels 1 \(int\) and '1' \(str\) are written the same way"):
         DocumentClassifier("nb").fit(["good film", "bad film", "fine film", "poor film"], [1, "1", 1, "1"])
-    for classes, text in (([False, True], "True"), ([1.5, 2.5], "2.5"), ([1, 2], "2"), (["1", "2"], 2)):
+    for classes, text in (([False, True], "True"), ([1.5, 2.5], "2.5"), ([1, 2], "2"), (["1", "2"], 2), ([1, 2], "02")):
         assert LabelMap(classes).encode([text]) == [1]
 
 

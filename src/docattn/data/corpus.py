@@ -151,6 +151,8 @@ class LabelMap:
             if idx is None:  # "3", "True" or "1.5" from a text file vs 3, True or 1.5 in the map, and the reverse
                 text = label if isinstance(label, str) else str(label)
                 idx = self.index[self.by_text[text]] if text in self.by_text else None
+            if idx is None and isinstance(label, str) and label.strip().lstrip("+-").isdigit():
+                idx = self.index.get(int(label))  # "03" (a label folder) vs 3
             if idx is None:
                 raise DataError(f"{_document(i, source, ids)} has label {label!r}, unseen in training "
                                 f"(known: {self.classes})")
