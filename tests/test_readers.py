@@ -148,7 +148,13 @@ def test_jsonl_ids_and_text_as_a_list_of_sentences(tmp_path):
                {"id": 42, "text": "Bad.", "label": "neg"}, {"id": True, "text": "Fine.", "label": "pos"}]
     corpus = read_corpus(write_jsonl(tmp_path / "d.jsonl", records))
     assert corpus.ids == ["r-17", "42", "3"]  # a bool is no id: the line number stands
-    assert corpus.sentences is None and corpus.texts[0] == "Good film.\nLoved it."
+    assert corpus.sentences == [["Good film.", "Loved it."], None, None] and corpus.texts[0] == "Good film.\nLoved it."
+    both = read_corpus(write_jsonl(tmp_path / "d3.jsonl", [{"text": ["A b.", "C d."], "sentences": ["A b.", "C d."]}]))
+    assert both.sentences == [["A b.", "C d."]]
+    from docattn.data.text import TextConfig, documents_to_strings
+
+    strings = documents_to_strings(corpus.texts, corpus.sentences, TextConfig())
+    assert strings[0].count("\x1e") == 1  # the listed document keeps its two sentences beside text documents
     with pytest.raises(DataError, match=r"d2\.jsonl:1: field 'text' must be a string or a list of sentences, found dict"):
         read_corpus(write_jsonl(tmp_path / "d2.jsonl", [{"text": {"a": 1}}]))
 

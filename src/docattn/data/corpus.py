@@ -23,7 +23,7 @@ class Corpus:
 
     texts: list[str]
     labels: list[Hashable] | None = None
-    sentences: list[list[str]] | None = None
+    sentences: list[list[str] | None] | None = None  # None for a document whose text the splitter splits
     ids: list[str] | None = None
     source: str = ""
     classes: list[Hashable] | None = None

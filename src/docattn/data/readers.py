@@ -489,12 +489,13 @@ class _Documents:
     def corpus(self, labeled: bool, classes: list[Hashable] | None = None, hint: str = "") -> Corpus:
         if not self.texts:
             raise DataError(f"no documents in {self.source}{hint}")
-        has_sentences = all(s is not None for s in self.sentences)
+        # documents given as sentences keep them even beside documents given as text (None: the splitter's job)
+        has_sentences = any(s is not None for s in self.sentences)
         has_rationales = all(r is not None for r in self.rationales)
         return Corpus(
             texts=self.texts,
             labels=self.labels if labeled else None,
-            sentences=self.sentences if has_sentences else None,  # type: ignore[arg-type]
+            sentences=self.sentences if has_sentences else None,
             ids=self.ids,
             source=self.source,
             classes=classes,
@@ -695,9 +696,10 @@ def _read_jsonl(source: _Source) -> Corpus:
         if not isinstance(record, dict):
             raise DataError(f"{where}: expected a JSON object per line, found {type(record).__name__}")
         sentences = _json_sentences(record, sentences_field, where)
-        if text_field in record and isinstance(record[text_field], list) and sentences is None:
-            sentences = _json_sentences(record, text_field, where)  # a list of sentences, as fit() takes them
-            text = "\n".join(sentences)
+        if text_field in record and isinstance(record[text_field], list):  # a list of sentences, as fit() takes them
+            listed = _json_sentences(record, text_field, where)
+            sentences = listed if sentences is None else sentences
+            text = "\n".join(listed)
         elif text_field in record:
             text = record[text_field]
             if not isinstance(text, str):

@@ -118,8 +118,8 @@ def model_rationales(vocab, corpus) -> list[dict] | None:
         return corpus.rationales
     out = []
     for sentences, rationale in zip(corpus.sentences, corpus.rationales):
-        if rationale is None:
-            out.append(None)
+        if rationale is None or sentences is None:  # positions index given sentences; without them, none to map
+            out.append(rationale if sentences is not None else None)
             continue
         position: dict[tuple[int, int], int] = {}
         for i in {int(i) for i, _ in rationale["words"]}:
