@@ -502,6 +502,27 @@ def test_stdin(monkeypatch):
         read_corpus("-", format="folder")
 
 
+def test_a_slow_pipe_is_sniffed_by_its_whole_first_line(monkeypatch):
+    """peek() gives what one read of the pipe returned: a byte at a time, that is not a line."""
+    class Trickle(io.RawIOBase):
+        def __init__(self, data):
+            self.data = data
+
+        def readable(self):
+            return True
+
+        def readinto(self, b):
+            if not self.data:
+                return 0
+            b[:1], self.data = self.data[:1], self.data[1:]
+            return 1
+
+    data = b'{"text": "good movie"}\n{"text": "bad movie"}\n'
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(Trickle(data))))
+    assert detect_format("-") == "jsonl" and detect_format("-") == "jsonl"  # asking twice sees the same start
+    assert read_corpus("-").texts == ["good movie", "bad movie"]  # nothing the sniffing read is lost
+
+
 @pytest.mark.parametrize("raw, expected", [
     ('{ "text": "good movie" }\n{"text": "bad"}\n', "jsonl"),  # JSON spaced as json.dumps(indent) or jq write it
     ("\n\n{\"text\": \"x\"}\n", "jsonl"),

@@ -420,9 +420,20 @@ def _opened(source: _Source) -> Iterator[Any]:
 def _stdin_format() -> str:
     """What stdin holds, from a look at its start that consumes nothing: "jsonl" when its first
     non-blank line is a JSON object, "fasttext" when it starts with __label__, else "lines"."""
+    global _STDIN_HEAD
+    if sys.stdin is None:
+        return "lines"
     buffer = getattr(sys.stdin, "buffer", None)
     if buffer is not None and hasattr(buffer, "peek"):
-        head = buffer.peek(1 << 16)[: 1 << 16]
+        head = _STDIN_HEAD or buffer.peek(1 << 16)[: 1 << 16]
+        if head and not _STDIN_HEAD and b"\n" not in head.lstrip(b"\xef\xbb\xbf \t\r\n"):  # a slow pipe gave part of a line: wait for it
+            _STDIN_HEAD = buffer.read1(1 << 16)
+            while b"\n" not in _STDIN_HEAD.lstrip(b"\xef\xbb\xbf \t\r\n") and len(_STDIN_HEAD) < 1 << 16:
+                more = buffer.read1(1 << 16)
+                if not more:
+                    break
+                _STDIN_HEAD += more
+            head = _STDIN_HEAD  # handed back to the reader first by _stdin()
         codec = _wide_encoding(head, "<stdin>") if head else None
         text = head.decode(codec or "utf-8", "replace")
     elif sys.stdin.seekable():  # a StringIO (tests, notebooks)
@@ -445,8 +456,30 @@ def _stdin_format() -> str:
     return "lines"
 
 
+_STDIN_HEAD = b""  # bytes _stdin_format had to read from a slow pipe, not yet given to a reader
+
+
+class _Prefixed(io.RawIOBase):
+    """``head`` first, then the rest of ``stream``: stdin with what the format sniffing read put back."""
+
+    def __init__(self, head: bytes, stream):
+        self.head, self.stream = head, stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data, self.head = (self.head[: len(b)], self.head[len(b):]) if self.head else (self.stream.read1(len(b)), b"")
+        b[: len(data)] = data
+        return len(data)
+
+
 def _stdin() -> ContextManager[Any]:
     # the binary buffer lets decoding failures be counted; a test's StringIO has none
+    global _STDIN_HEAD
+    if _STDIN_HEAD:
+        head, _STDIN_HEAD = _STDIN_HEAD, b""
+        return contextlib.nullcontext(io.BufferedReader(_Prefixed(head, sys.stdin.buffer)))
     return contextlib.nullcontext(getattr(sys.stdin, "buffer", sys.stdin))
 
 
