@@ -108,6 +108,8 @@ def register(app) -> None:
             ids = [str(i) for i in corpus.ids] if corpus.ids is not None else [str(i) for i in range(len(corpus))]
             if doc_id not in ids:
                 raise DocattnError(f"no document with id {doc_id!r} in {data} (ids run {ids[0]!r} ... {ids[-1]!r})")
+            if ids.count(doc_id) > 1:
+                raise DocattnError(f"{ids.count(doc_id)} documents in {data} have the id {doc_id!r}; pick one by position with --doc")
             doc = ids.index(doc_id)
         if sentence is not None and clf.model.layout != "hierarchical":
             raise DocattnError(f"--sentence picks a sentence of a hierarchical model; {clf.model_name!r} reads each "

@@ -126,16 +126,16 @@ def _body(item: dict, sentence_weights=None, word_weights=None, token_weights=No
 def render_document(item: dict) -> str:
     """One document: prediction, gold label, probabilities, sentence bars and shaded words (and its views)."""
     ranked = sorted(item["probabilities"].items(), key=lambda kv: -kv[1])
-    probs = ", ".join(f"{html.escape(str(c))}: {p:.3f}" for c, p in ranked)
+    probs = ", ".join(f"<bdi>{html.escape(str(c))}</bdi>: {p:.3f}" for c, p in ranked)  # bdi: user text, isolated
     gold = item.get("label")
     verdict = ""
     if gold is not None:
         ok = str(gold) == str(item["prediction"])
-        verdict = f' <b class="{"ok" if ok else "bad"}">{"correct" if ok else "wrong"}</b> (gold {html.escape(str(gold))})'
+        verdict = f' <b class="{"ok" if ok else "bad"}">{"correct" if ok else "wrong"}</b> (gold <bdi>{html.escape(str(gold))}</bdi>)'
     note = _truncation_note(item)
     note = f'<br><span class="trunc">{html.escape(note)}</span>' if note else ""
-    head = (f'<div class="meta">{html.escape(str(item.get("id", "")))}: predicted '
-            f'<b>{html.escape(str(item["prediction"]))}</b>{verdict}<br>{probs}{note}</div>')
+    head = (f'<div class="meta"><bdi>{html.escape(str(item.get("id", "")))}</bdi>: predicted '
+            f'<b><bdi>{html.escape(str(item["prediction"]))}</bdi></b>{verdict}<br>{probs}{note}</div>')
     views = item.get("views") or []
     if not views:
         return f'<div class="doc">{head}{_body(item)}</div>'
