@@ -351,6 +351,23 @@ def test_attention_matrix_figures(self_attention, splits, tmp_path, test_file):
     assert sorted(f.name for f in (tmp_path / "by-id").glob("*.png")) == [f.name for f in files]
 
 
+def test_words_no_installed_font_covers_get_one_clear_warning(tmp_path):
+    """Matplotlib warns per missing glyph and draws boxes; the figure says once what to install."""
+    import warnings
+
+    from docattn.explain.plots import _font_families, plot_attention_matrix
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_attention_matrix(np.eye(3), ["这部", "电影", "good"], tmp_path / "cjk.png", "t")
+        plot_attention_matrix(np.eye(2), ["good", "film"], tmp_path / "latin.png", "t")
+    messages = [str(w.message) for w in caught]
+    assert not any("missing from font" in m for m in messages)  # Matplotlib's own, one per glyph, are folded
+    has_cjk = any("CJK" in f or "Hei" in f or "Fallback" in f or "Han" in f for f in _font_families())
+    said = [m for m in messages if "have no glyph in the fonts found" in m]
+    assert len(said) == (0 if has_cjk else 1) and (has_cjk or "cjk.png" in said[0] and "fonts-noto-cjk" in said[0])
+
+
 @pytest.mark.parametrize("name", ["han-ave", "han-max", "bilstm"])
 def test_pooling_models_are_explained_by_what_their_pooling_takes(name, splits, tmp_path_factory):
     """HN-MAX: the share of features each position wins; mean pooling: 1/n for every real position."""

@@ -8,11 +8,52 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import warnings
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+# fonts tried, glyph by glyph, after DejaVu Sans (Matplotlib's, Latin/Greek/Cyrillic) when installed
+_FALLBACK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans CJK KR", "Source Han Sans SC", "WenQuanYi Zen Hei",
+                   "Droid Sans Fallback", "Noto Sans Arabic", "Noto Sans Hebrew", "Noto Sans Devanagari", "Noto Sans Thai")
+
+
+@functools.lru_cache(maxsize=1)
+def _font_families() -> tuple[str, ...]:
+    from matplotlib import font_manager
+
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    return ("DejaVu Sans", *(f for f in _FALLBACK_FONTS if f in installed))
+
+
+def _with_fonts(draw):
+    """Draw with every installed fallback font, and turn Matplotlib's warning per missing glyph into
+    one that says what to install: words in scripts no font covers (CJK, say) draw as empty boxes."""
+
+    @functools.wraps(draw)
+    def wrapper(*args, **kwargs):
+        import matplotlib
+
+        families = _font_families()
+        with matplotlib.rc_context({"font.family": list(families)}), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            path = draw(*args, **kwargs)
+        missing = 0
+        for w in caught:
+            if "missing from font" in str(w.message):
+                missing += 1
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if missing:
+            warnings.warn(f"{path}: some characters of these words have no glyph in the fonts found "
+                          f"({', '.join(families)}) and draw as empty boxes; install a font that covers them "
+                          "(for Chinese, Japanese and Korean: Noto Sans CJK, the fonts-noto-cjk package)", stacklevel=2)
+        return path
+
+    return wrapper
 
 
 def _figure(width: float, height: float):
@@ -36,6 +77,7 @@ def _save(fig, path, tight: bool = False) -> Path:
     return path
 
 
+@_with_fonts
 def plot_attention_matrix(matrix, tokens: Sequence[str], path, title: str | None = None, max_tokens: int | None = 200) -> Path:
     """Heatmap of a (n, n) attention matrix with ``tokens`` on both axes; returns the written path.
 
@@ -75,6 +117,7 @@ def plot_attention_matrix(matrix, tokens: Sequence[str], path, title: str | None
     return _save(fig, path)
 
 
+@_with_fonts
 def plot_attention_distribution(result: dict, path, density: bool = True) -> Path:
     """Histograms of ``word_attention_distribution``'s result: all documents, then one panel per gold label."""
     edges = np.asarray(result["bin_edges"])
