@@ -235,6 +235,9 @@ def test_labels_written_alike_are_refused_and_text_labels_match_their_class():
         DocumentClassifier("nb").fit(["good film", "bad film", "fine film", "poor film"], [1, "1", 1, "1"])
     for classes, text in (([False, True], "True"), ([1.5, 2.5], "2.5"), ([1, 2], "2"), (["1", "2"], 2), ([1, 2], "02")):
         assert LabelMap(classes).encode([text]) == [1]
+    for classes, text in (([1, 2], "²"), ([1, 2], "+-3"), ([False, True], "1")):  # a DataError, never a ValueError or a bool
+        with pytest.raises(DataError, match="unseen in training"):
+            LabelMap(classes).encode([text])
 
 
 def test_saving_over_another_run_drops_its_metrics_and_checkpoint(fitted, tmp_path):

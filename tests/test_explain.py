@@ -367,6 +367,14 @@ def test_words_no_installed_font_covers_get_one_clear_warning(tmp_path):
     said = [m for m in messages if "have no glyph in the fonts found" in m]
     assert len(said) == (0 if has_cjk else 1) and (has_cjk or "cjk.png" in said[0] and "fonts-noto-cjk" in said[0])
 
+    import matplotlib
+
+    with warnings.catch_warnings(record=True) as caught:  # the caller's filters still hold for other warnings
+        warnings.simplefilter("ignore")
+        plot_attention_matrix(np.eye(3), ["这部", "电影", "good"], tmp_path / "quiet.png", "t")
+    assert not [w for w in caught if "have no glyph" not in str(w.message)]
+    assert matplotlib.rcParams["font.family"] == matplotlib.rcParamsDefault["font.family"]  # nothing leaks
+
 
 @pytest.mark.parametrize("name", ["han-ave", "han-max", "bilstm"])
 def test_pooling_models_are_explained_by_what_their_pooling_takes(name, splits, tmp_path_factory):

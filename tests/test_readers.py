@@ -355,10 +355,21 @@ def test_linked_label_folders_are_followed_without_looping(tmp_path):
     write(tmp_path / "data" / "test" / "pos" / "2.txt", "great")
     corpus = read_corpus(tmp_path / "data", split="train")
     assert sorted(zip(corpus.labels, corpus.texts)) == [("neg", "awful"), ("pos", "superb")]
-    for a, b in (("x", "y"), ("y", "z"), ("z", "x")):  # folders linking to each other: a cycle through siblings
+    for a, b in (("x", "y"), ("y", "z"), ("z", "x")):  # folders linking to each other inside the tree
         write(tmp_path / "ring" / a / "1.txt", a)
         (tmp_path / "ring" / a / "see_also").symlink_to(tmp_path / "ring" / b, target_is_directory=True)
-    assert len(readers._directory_tree(tmp_path / "ring").paths) == 3 * 3  # each file reached by at most 3 routes
+    assert sorted(readers._directory_tree(tmp_path / "ring").paths) == ["x/1.txt", "y/1.txt", "z/1.txt"]
+    for a, b in (("pos", "neg"), ("neg", "pos")):  # label folders linking to each other: read where they are
+        write(tmp_path / "m" / "train" / a / f"{a}.txt", f"{a} film")
+        (tmp_path / "m" / "train" / a / f"see_{b}").symlink_to(f"../{b}", target_is_directory=True)
+    swapped = read_corpus(tmp_path / "m", split="train")
+    assert sorted(zip(swapped.labels, swapped.texts)) == [("neg", "neg film"), ("pos", "pos film")]
+    outside = tmp_path / "far"  # a cycle through folders outside the tree still ends
+    write(outside / "a" / "1.txt", "a")
+    (outside / "a" / "up").symlink_to(outside, target_is_directory=True)
+    write(tmp_path / "near" / "all" / "keep.txt", "k")
+    (tmp_path / "near" / "far").symlink_to(outside, target_is_directory=True)
+    assert sorted(readers._directory_tree(tmp_path / "near").paths) == ["all/keep.txt", "far/a/1.txt"]
     from docattn.data.encoding import fingerprint_path
 
     before = fingerprint_path(tmp_path / "data")
@@ -424,6 +435,17 @@ def test_archive_folder_links_survive_broken_links_inside_and_long_targets(tmp_p
     assert tree.data["data/test/pos/1.txt"] == b"superb" and tree.data["data/train/neg/1.txt"] == b"far"
     assert tree.skipped_links == ["data/train/pos/broken.txt -> data/train/pos/missing.txt"]
     assert tree.data["a/l1/x.txt"] == tree.data["a/l2/x.txt"] == b"x"
+
+    path = tmp_path / "chain.tar"  # a broken link elsewhere must not cost a folder link its files
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, kind, target in (("d/a/g", tarfile.REGTYPE, ""), ("d/c/f", tarfile.REGTYPE, ""), ("d/b", tarfile.SYMTYPE, "a"),
+                                   ("d/a/l", tarfile.SYMTYPE, "../c"), ("d/c/m", tarfile.SYMTYPE, "../missing")):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, target
+            info.size = 1 if kind == tarfile.REGTYPE else 0
+            tar.addfile(info, io.BytesIO(b"x") if kind == tarfile.REGTYPE else None)
+    tree = readers._archive_tree(path)
+    assert "d/b/l/f" in tree.data and "d/a/l/f" in tree.data and tree.skipped_links == ["d/c/m -> d/missing"]
 
 
 def test_many_broken_links_are_not_quadratic(tmp_path):
@@ -521,6 +543,10 @@ def test_a_slow_pipe_is_sniffed_by_its_whole_first_line(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(Trickle(data))))
     assert detect_format("-") == "jsonl" and detect_format("-") == "jsonl"  # asking twice sees the same start
     assert read_corpus("-").texts == ["good movie", "bad movie"]  # nothing the sniffing read is lost
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(Trickle(b'{"text": "stale"}'))))
+    assert detect_format("-") == "jsonl"  # holds what it read of this stdin...
+    monkeypatch.setattr(sys, "stdin", io.StringIO("fresh line\n"))
+    assert read_corpus("-").texts == ["fresh line"]  # ...which never reaches another one
 
 
 @pytest.mark.parametrize("raw, expected", [

@@ -490,3 +490,27 @@ def test_divergence_between_two_checks_is_caught_when_training_ends(data, monkey
     monkeypatch.setattr(engine.ClassifierModule, "training_step", poisoned_then_stopped)
     with pytest.raises(Diverged, match="by step 3"):
         DocumentClassifier("han", max_epochs=2, embeddings="random", batch_size=16, **TINY).fit_prepared(data)
+
+
+def test_a_run_stopped_mid_epoch_after_diverging_keeps_no_nan_checkpoint(data, monkeypatch, tmp_path):
+    """Lightning ends the epoch (where ResumePoint writes) before training ends: the guard looks there first."""
+    import torch
+
+    from docattn.training import engine
+
+    step = engine.ClassifierModule.training_step
+
+    def poisoned_then_stopped(self, batch, batch_idx):
+        if self.trainer.current_epoch == 1 and batch_idx == 2:
+            with torch.no_grad():
+                for p in self.model.parameters():
+                    p.fill_(float("nan"))
+            self.trainer.should_stop = True  # as --max-time would
+        return step(self, batch, batch_idx)
+
+    monkeypatch.setattr(engine.ClassifierModule, "training_step", poisoned_then_stopped)
+    clf = DocumentClassifier("han", max_epochs=3, embeddings="random", batch_size=16, val_per_epoch=1, **TINY).fit_prepared(
+        data, run_dir=tmp_path / "run")
+    assert clf.results["diverged_at"]["epoch"] == 1 and clf.results["best"]["epoch"] == 0
+    ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert ckpt["epoch"] == 0 and all(torch.isfinite(v).all() for v in ckpt["state_dict"].values())

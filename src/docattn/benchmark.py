@@ -97,7 +97,7 @@ def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedDa
     res = clf.results if diverged is None else {}
     test = res.get("test", {})
     n_train = len(data.splits["train"])
-    train_s = res.get("train_seconds", wall)
+    train_s = res.get("train_seconds", wall) if diverged is None else None  # a diverged trial's time is no speed
     return {
         "seed": seed,
         "test_accuracy": test.get("accuracy"),
@@ -106,7 +106,8 @@ def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedDa
         "best_epoch": res.get("best", {}).get("epoch"),
         "train_seconds": train_s,
         # neural models: training time per document per epoch; one-shot baselines: fit time per document
-        "train_ms_per_document": 1000.0 / res["train_docs_per_s"] if res.get("train_docs_per_s") else 1000.0 * train_s / n_train,
+        "train_ms_per_document": (1000.0 / res["train_docs_per_s"] if res.get("train_docs_per_s")
+                                  else 1000.0 * train_s / n_train if train_s is not None else None),
         "train_docs_per_s": res.get("train_docs_per_s"),
         "inference_docs_per_s": test.get("inference_docs_per_s"),
         "parameters": _param_count(clf.model) if clf.model is not None else None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Sequence
 
@@ -151,8 +152,9 @@ class LabelMap:
             if idx is None:  # "3", "True" or "1.5" from a text file vs 3, True or 1.5 in the map, and the reverse
                 text = label if isinstance(label, str) else str(label)
                 idx = self.index[self.by_text[text]] if text in self.by_text else None
-            if idx is None and isinstance(label, str) and label.strip().lstrip("+-").isdigit():
-                idx = self.index.get(int(label))  # "03" (a label folder) vs 3
+            if idx is None and isinstance(label, str) and re.fullmatch(r"[+-]?[0-9]+", label.strip()):
+                idx = self.index.get(int(label))  # "03" (a label folder) vs 3; never a bool class (1 == True)
+                idx = idx if idx is not None and type(self.classes[idx]) is int else None
             if idx is None:
                 raise DataError(f"{_document(i, source, ids)} has label {label!r}, unseen in training "
                                 f"(known: {self.classes})")

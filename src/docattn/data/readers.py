@@ -425,15 +425,16 @@ def _stdin_format() -> str:
         return "lines"
     buffer = getattr(sys.stdin, "buffer", None)
     if buffer is not None and hasattr(buffer, "peek"):
-        head = _STDIN_HEAD or buffer.peek(1 << 16)[: 1 << 16]
-        if head and not _STDIN_HEAD and b"\n" not in head.lstrip(b"\xef\xbb\xbf \t\r\n"):  # a slow pipe gave part of a line: wait for it
-            _STDIN_HEAD = buffer.read1(1 << 16)
-            while b"\n" not in _STDIN_HEAD.lstrip(b"\xef\xbb\xbf \t\r\n") and len(_STDIN_HEAD) < 1 << 16:
+        held = _STDIN_HEAD[1] if _STDIN_HEAD and _STDIN_HEAD[0] is buffer else b""
+        head = held or buffer.peek(1 << 16)[: 1 << 16]
+        if head and not held and b"\n" not in head.lstrip(b"\xef\xbb\xbf \t\r\n"):  # a slow pipe gave part of a line: wait for it
+            head = buffer.read1(1 << 16)
+            while b"\n" not in head.lstrip(b"\xef\xbb\xbf \t\r\n") and len(head) < 1 << 16:
                 more = buffer.read1(1 << 16)
                 if not more:
                     break
-                _STDIN_HEAD += more
-            head = _STDIN_HEAD  # handed back to the reader first by _stdin()
+                head += more
+            _STDIN_HEAD = (buffer, head)  # handed back to the reader of this same stdin first by _stdin()
         codec = _wide_encoding(head, "<stdin>") if head else None
         text = head.decode(codec or "utf-8", "replace")
     elif sys.stdin.seekable():  # a StringIO (tests, notebooks)
@@ -456,7 +457,7 @@ def _stdin_format() -> str:
     return "lines"
 
 
-_STDIN_HEAD = b""  # bytes _stdin_format had to read from a slow pipe, not yet given to a reader
+_STDIN_HEAD: tuple | None = None  # (stdin's buffer, the bytes _stdin_format had to read from it), not yet given to a reader
 
 
 class _Prefixed(io.RawIOBase):
@@ -477,10 +478,11 @@ class _Prefixed(io.RawIOBase):
 def _stdin() -> ContextManager[Any]:
     # the binary buffer lets decoding failures be counted; a test's StringIO has none
     global _STDIN_HEAD
-    if _STDIN_HEAD:
-        head, _STDIN_HEAD = _STDIN_HEAD, b""
-        return contextlib.nullcontext(io.BufferedReader(_Prefixed(head, sys.stdin.buffer)))
-    return contextlib.nullcontext(getattr(sys.stdin, "buffer", sys.stdin))
+    held, _STDIN_HEAD = _STDIN_HEAD, None
+    buffer = getattr(sys.stdin, "buffer", None)
+    if held and held[0] is buffer:  # the same stdin: what the sniffing read comes first
+        return contextlib.nullcontext(io.BufferedReader(_Prefixed(held[1], buffer)))
+    return contextlib.nullcontext(buffer if buffer is not None else sys.stdin)
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -931,18 +933,22 @@ def _open_tree(path: Path, keep_data: bool = True) -> _Tree:
 
 
 def walk(root: str | os.PathLike) -> Iterator[tuple[str, list[str], list[str]]]:
-    """``os.walk`` that follows symbolic links to folders (data often lives elsewhere), except into a
-    folder already on the way down, which would never end (a link to an ancestor, or two folders
-    linking to each other); prune ``subfolders`` in place as with os.walk."""
-    chains = {os.fspath(root): frozenset([os.path.realpath(root)])}  # real folders on the way down to each folder
+    """``os.walk`` that follows symbolic links to folders outside ``root`` (data often lives elsewhere:
+    train/pos -> /scratch/pos), once per route and never into a folder already on the way down. A link
+    to a folder inside ``root`` is not followed: its documents are read where they are, not a second
+    time under another label. Prune ``subfolders`` in place as with os.walk."""
+    top = os.path.realpath(root)
+    chains = {os.fspath(root): frozenset([top])}  # real folders on the way down to each folder
     for folder, subfolders, files in os.walk(root, followlinks=True):
         chain = chains.pop(folder, frozenset())
         kept = []
         for d in subfolders:
-            real = os.path.realpath(os.path.join(folder, d))
-            if real not in chain:
+            full = os.path.join(folder, d)
+            real = os.path.realpath(full)
+            inside = real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+            if real not in chain and not (inside and os.path.islink(full)):
                 kept.append(d)
-                chains[os.path.join(folder, d)] = chain | {real}
+                chains[full] = chain | {real}
         subfolders[:] = kept
         yield folder, subfolders, files
 
@@ -1031,7 +1037,8 @@ def _link_target(name: str, target: str, symbolic: bool) -> str:
 def _resolve_links(links: dict[str, str], data: dict[str, bytes], folders: set[str]) -> list[str]:
     """Give each link its target's content (a file) or files (a folder); returns "name -> target" of
     those whose target is not in the archive. Links to links resolve in later rounds; a folder link
-    waits while links inside its target are pending, unless waiting gets nowhere."""
+    waits while resolvable links inside its target are pending, and links waiting on each other go
+    one at a time."""
     pending = dict(links)
     while pending:
         present = set(folders) | {posixpath.dirname(p) for p in data}
@@ -1039,18 +1046,19 @@ def _resolve_links(links: dict[str, str], data: dict[str, bytes], folders: set[s
             while folder:
                 folder = posixpath.dirname(folder)
                 present.add(folder)
+        resolvable = {n for n, t in pending.items() if t and (t in data or t in present)}
         done: dict[str, dict[str, bytes]] = {}
         waiting = []
-        for name, target in pending.items():
+        for name in sorted(resolvable):
+            target = pending[name]
             if target in data:
                 done[name] = {name: data[target]}
-            elif target and target in present:
-                if any(other != name and other.startswith(target + "/") for other in pending):
-                    waiting.append(name)  # files may still arrive in that folder through other links
-                else:
-                    done[name] = _folder_files(name, target, data)
-        if not done and waiting:  # links waiting on each other, or on broken links: take the folders as they are
-            done = {name: _folder_files(name, pending[name], data) for name in waiting}
+            elif any(other != name and other.startswith(target + "/") for other in resolvable):
+                waiting.append(name)  # files may still arrive in that folder through other links
+            else:
+                done[name] = _folder_files(name, target, data)
+        if not done and waiting:  # links waiting on each other: release one, then look again
+            done = {waiting[0]: _folder_files(waiting[0], pending[waiting[0]], data)}
         if not done:
             break
         for name, files in done.items():

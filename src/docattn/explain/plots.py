@@ -37,16 +37,20 @@ def _with_fonts(draw):
     def wrapper(*args, **kwargs):
         import matplotlib
 
-        families = _font_families()
-        with matplotlib.rc_context({"font.family": list(families)}), warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            path = draw(*args, **kwargs)
-        missing = 0
-        for w in caught:
-            if "missing from font" in str(w.message):
-                missing += 1
-            else:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        # the user's own families first (Matplotlib's default: sans-serif, i.e. DejaVu Sans), then the fallbacks
+        families = [*matplotlib.rcParams["font.family"], *_font_families()[1:]]
+        caught: list = []
+        try:
+            with matplotlib.rc_context({"font.family": families}), warnings.catch_warnings(record=True) as caught:
+                warnings.filterwarnings("always", message=".*missing from font")  # the caller's filters for the rest
+                path = draw(*args, **kwargs)
+        finally:
+            missing = 0
+            for w in caught:  # already filtered: show the others as they would have been shown
+                if "missing from font" in str(w.message):
+                    missing += 1
+                else:
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         if missing:
             warnings.warn(f"{path}: some characters of these words have no glyph in the fonts found "
                           f"({', '.join(families)}) and draw as empty boxes; install a font that covers them "

@@ -281,7 +281,7 @@ class DivergenceGuard(Callback):
     def __init__(self, every: int = 25):
         self.every = every
         self.bad: torch.Tensor | None = None
-        self.loss = float("nan")
+        self.loss, self.epoch = float("nan"), 0
         self.at: dict | None = None  # step, epoch and loss where it was found
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -290,12 +290,17 @@ class DivergenceGuard(Callback):
             return
         finite = torch.isfinite(loss.detach())
         self.bad = ~finite if self.bad is None else self.bad | ~finite
-        self.loss = loss
+        self.loss, self.epoch = loss, trainer.current_epoch
         if trainer.global_step % self.every == 0 or batch_idx + 1 == trainer.num_training_batches:
             self._check(trainer, pl_module)
 
+    def on_train_epoch_end(self, trainer, pl_module):
+        """Before ResumePoint writes (it comes later in the callbacks): a time budget or early stop
+        may end an epoch between two checks, and the checkpoint must not keep NaN weights."""
+        if self.at is None:
+            self._check(trainer, pl_module)
+
     def on_train_end(self, trainer, pl_module):
-        """Once more at the end: a time budget or early stop may fall between two checks."""
         if self.at is None:
             self._check(trainer, pl_module)
 
@@ -304,7 +309,7 @@ class DivergenceGuard(Callback):
         self.bad = None
         # every rank decides at the same steps, so under DDP all stop together or none does
         if trainer.strategy.reduce_boolean_decision(diverged, all=False):
-            self.at = {"step": trainer.global_step, "epoch": trainer.current_epoch, "loss": float(self.loss)}
+            self.at = {"step": trainer.global_step, "epoch": self.epoch, "loss": float(self.loss)}
             trainer.should_stop = True
 
 
