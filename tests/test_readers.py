@@ -248,11 +248,16 @@ def build_tree(root: Path, files: dict[str, str | bytes]) -> Path:
     return root
 
 
-def build_tar(path: Path, files: dict[str, str | bytes], mode: str = "w:gz", **kwargs) -> Path:
+def build_tar(path: Path, files: dict[str, str | bytes | tuple], mode: str = "w:gz", **kwargs) -> Path:
+    """Members in order; a (tarfile.SYMTYPE or LNKTYPE, target) value is a symbolic or hard link."""
     with tarfile.open(path, mode, **kwargs) as archive:
         for name, content in files.items():
-            data = content.encode("utf-8") if isinstance(content, str) else content
             info = tarfile.TarInfo(name)
+            if isinstance(content, tuple):
+                info.type, info.linkname = content
+                archive.addfile(info)
+                continue
+            data = content.encode("utf-8") if isinstance(content, str) else content
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
     return path
@@ -381,21 +386,15 @@ def test_linked_label_folders_are_followed_without_looping(tmp_path):
 def test_archive_links_read_as_their_targets(tmp_path, monkeypatch, fast):
     """Hard links, and symbolic links to files or folders inside the archive, read as their targets;
     a link leaving the archive is counted in stats["skipped_links"], never silently dropped."""
-    path = tmp_path / "links.tar.gz"
-    with tarfile.open(path, "w:gz") as tar:
-        def add(name, kind=tarfile.REGTYPE, text="", target=""):
-            info = tarfile.TarInfo(name)
-            info.type, info.linkname, data = kind, target, text.encode()
-            info.size = len(data) if kind == tarfile.REGTYPE else 0
-            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
-
-        add("neg/1.txt", text="awful")
-        add("neg/2.txt", tarfile.LNKTYPE, target="neg/1.txt")  # hard links name an earlier member
-        add("pos/1.txt", tarfile.SYMTYPE, target="../shared/good.txt")
-        add("more", tarfile.SYMTYPE, target="shared2")  # a folder link: its files are read under its name
-        add("shared2/3.txt", text="fine")
-        add("shared/good.txt", text="superb")
-        add("pos/3.txt", tarfile.SYMTYPE, target="/etc/passwd")  # outside: skipped, counted
+    path = build_tar(tmp_path / "links.tar.gz", {
+        "neg/1.txt": "awful",
+        "neg/2.txt": (tarfile.LNKTYPE, "neg/1.txt"),  # hard links name an earlier member
+        "pos/1.txt": (tarfile.SYMTYPE, "../shared/good.txt"),
+        "more": (tarfile.SYMTYPE, "shared2"),  # a folder link: its files are read under its name
+        "shared2/3.txt": "fine",
+        "shared/good.txt": "superb",
+        "pos/3.txt": (tarfile.SYMTYPE, "/etc/passwd"),  # outside: skipped, counted
+    })
     if not fast:
         def not_plain(_path):
             raise readers._NotPlainTar
@@ -411,39 +410,28 @@ def test_archive_links_read_as_their_targets(tmp_path, monkeypatch, fast):
     assert corpus.stats["skipped_links"] == 1
 
 
-
 def test_archive_folder_links_survive_broken_links_inside_and_long_targets(tmp_path):
     """A folder link is read even when its folder holds a broken link; a target past 100 bytes (pax linkpath) is whole."""
     long = "d" * 120 + "/real.txt"
-    path = tmp_path / "links.tar"
-    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
-        def add(name, kind=tarfile.REGTYPE, text="", target=""):
-            info = tarfile.TarInfo(name)
-            info.type, info.linkname, data = kind, target, text.encode()
-            info.size = len(data) if kind == tarfile.REGTYPE else 0
-            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
-
-        add("data/train/pos/1.txt", text="superb")
-        add("data/train/pos/broken.txt", tarfile.SYMTYPE, target="missing.txt")
-        add("data/test", tarfile.SYMTYPE, target="train")
-        add(long, text="far")
-        add("data/train/neg/1.txt", tarfile.SYMTYPE, target="../../../" + long)
-        add("a/l1", tarfile.SYMTYPE, target=".")  # two links to their own folder: waiting on each other
-        add("a/l2", tarfile.SYMTYPE, target=".")
-        add("a/x.txt", text="x")
+    path = build_tar(tmp_path / "links.tar", {
+        "data/train/pos/1.txt": "superb",
+        "data/train/pos/broken.txt": (tarfile.SYMTYPE, "missing.txt"),
+        "data/test": (tarfile.SYMTYPE, "train"),
+        long: "far",
+        "data/train/neg/1.txt": (tarfile.SYMTYPE, "../../../" + long),
+        "a/l1": (tarfile.SYMTYPE, "."),  # two links to their own folder: waiting on each other
+        "a/l2": (tarfile.SYMTYPE, "."),
+        "a/x.txt": "x",
+    }, "w", format=tarfile.PAX_FORMAT)
     tree = readers._archive_tree(path)
     assert tree.data["data/test/pos/1.txt"] == b"superb" and tree.data["data/train/neg/1.txt"] == b"far"
     assert tree.skipped_links == ["data/train/pos/broken.txt -> data/train/pos/missing.txt"]
     assert tree.data["a/l1/x.txt"] == tree.data["a/l2/x.txt"] == b"x"
 
-    path = tmp_path / "chain.tar"  # a broken link elsewhere must not cost a folder link its files
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
-        for name, kind, target in (("d/a/g", tarfile.REGTYPE, ""), ("d/c/f", tarfile.REGTYPE, ""), ("d/b", tarfile.SYMTYPE, "a"),
-                                   ("d/a/l", tarfile.SYMTYPE, "../c"), ("d/c/m", tarfile.SYMTYPE, "../missing")):
-            info = tarfile.TarInfo(name)
-            info.type, info.linkname = kind, target
-            info.size = 1 if kind == tarfile.REGTYPE else 0
-            tar.addfile(info, io.BytesIO(b"x") if kind == tarfile.REGTYPE else None)
+    path = build_tar(tmp_path / "chain.tar", {  # a broken link elsewhere must not cost a folder link its files
+        "d/a/g": "x", "d/c/f": "x", "d/b": (tarfile.SYMTYPE, "a"), "d/a/l": (tarfile.SYMTYPE, "../c"),
+        "d/c/m": (tarfile.SYMTYPE, "../missing"),
+    }, "w", format=tarfile.USTAR_FORMAT)
     tree = readers._archive_tree(path)
     assert "d/b/l/f" in tree.data and "d/a/l/f" in tree.data and tree.skipped_links == ["d/c/m -> d/missing"]
 
@@ -451,16 +439,8 @@ def test_archive_folder_links_survive_broken_links_inside_and_long_targets(tmp_p
 def test_many_broken_links_are_not_quadratic(tmp_path):
     import time
 
-    path = tmp_path / "many.tar"
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
-        for i in range(20000):
-            info = tarfile.TarInfo(f"pos/{i}.txt")
-            info.size = 1
-            tar.addfile(info, io.BytesIO(b"x"))
-        for i in range(1000):
-            info = tarfile.TarInfo(f"neg/{i}.txt")
-            info.type, info.linkname = tarfile.SYMTYPE, f"gone/{i}.txt"
-            tar.addfile(info)
+    members = {f"pos/{i}.txt": "x" for i in range(20000)} | {f"neg/{i}.txt": (tarfile.SYMTYPE, f"gone/{i}.txt") for i in range(1000)}
+    path = build_tar(tmp_path / "many.tar", members, "w", format=tarfile.USTAR_FORMAT)
     start = time.perf_counter()
     tree = readers._archive_tree(path)
     assert len(tree.skipped_links) == 1000 and time.perf_counter() - start < 5

@@ -438,21 +438,30 @@ def test_a_diverging_run_stops_and_says_so(data):
                            embedding_dim=16).fit_prepared(data)
 
 
-def test_divergence_after_a_validation_keeps_the_weights_from_before(data, monkeypatch, tmp_path):
+def _poison_at(monkeypatch, epoch: int, batch: int, stop: bool = False) -> None:
+    """Make every weight NaN at that training step (and, with ``stop``, end training there, as --max-time would)."""
     import torch
 
     from docattn.training import engine
 
     step = engine.ClassifierModule.training_step
 
-    def poisoned(self, batch, batch_idx):
-        if self.trainer.current_epoch == 1 and batch_idx == 2:
+    def poisoned(self, b, batch_idx):
+        if self.trainer.current_epoch == epoch and batch_idx == batch:
             with torch.no_grad():
                 for p in self.model.parameters():
                     p.fill_(float("nan"))
-        return step(self, batch, batch_idx)
+            if stop:
+                self.trainer.should_stop = True
+        return step(self, b, batch_idx)
 
     monkeypatch.setattr(engine.ClassifierModule, "training_step", poisoned)
+
+
+def test_divergence_after_a_validation_keeps_the_weights_from_before(data, monkeypatch, tmp_path):
+    import torch
+
+    _poison_at(monkeypatch, epoch=1, batch=2)
     clf = DocumentClassifier("han", max_epochs=3, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(
         data, run_dir=tmp_path / "run")
     ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
@@ -472,22 +481,9 @@ def test_divergence_after_a_validation_keeps_the_weights_from_before(data, monke
 
 def test_divergence_between_two_checks_is_caught_when_training_ends(data, monkeypatch):
     """A time budget or early stop can end training between the guard's checks: it looks once more at the end."""
-    import torch
-
     from docattn.errors import Diverged
-    from docattn.training import engine
 
-    step = engine.ClassifierModule.training_step
-
-    def poisoned_then_stopped(self, batch, batch_idx):
-        if batch_idx == 2:  # global step 3: no check is due
-            with torch.no_grad():
-                for p in self.model.parameters():
-                    p.fill_(float("nan"))
-            self.trainer.should_stop = True  # as --max-time would
-        return step(self, batch, batch_idx)
-
-    monkeypatch.setattr(engine.ClassifierModule, "training_step", poisoned_then_stopped)
+    _poison_at(monkeypatch, epoch=0, batch=2, stop=True)  # global step 3: no check is due
     with pytest.raises(Diverged, match="by step 3"):
         DocumentClassifier("han", max_epochs=2, embeddings="random", batch_size=16, **TINY).fit_prepared(data)
 
@@ -496,19 +492,7 @@ def test_a_run_stopped_mid_epoch_after_diverging_keeps_no_nan_checkpoint(data, m
     """Lightning ends the epoch (where ResumePoint writes) before training ends: the guard looks there first."""
     import torch
 
-    from docattn.training import engine
-
-    step = engine.ClassifierModule.training_step
-
-    def poisoned_then_stopped(self, batch, batch_idx):
-        if self.trainer.current_epoch == 1 and batch_idx == 2:
-            with torch.no_grad():
-                for p in self.model.parameters():
-                    p.fill_(float("nan"))
-            self.trainer.should_stop = True  # as --max-time would
-        return step(self, batch, batch_idx)
-
-    monkeypatch.setattr(engine.ClassifierModule, "training_step", poisoned_then_stopped)
+    _poison_at(monkeypatch, epoch=1, batch=2, stop=True)
     clf = DocumentClassifier("han", max_epochs=3, embeddings="random", batch_size=16, val_per_epoch=1, **TINY).fit_prepared(
         data, run_dir=tmp_path / "run")
     assert clf.results["diverged_at"]["epoch"] == 1 and clf.results["best"]["epoch"] == 0
