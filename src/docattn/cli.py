@@ -71,7 +71,6 @@ def demo(  # Annotated options keep real defaults: the bare `docattn` calls demo
     from docattn.explain.attention import explanations_json
     from docattn.explain.html import write_atomic, write_html
     from docattn.explain.rationale import model_rationales, rationale_scores
-
     from docattn.models import get_spec
 
     if get_spec(model).layout == "bag":  # refused before training, not after it

@@ -126,11 +126,6 @@ def load_vectors(path: str | Path, vocab: Vocabulary, corpus: EncodedCorpus | No
     return matrix, Coverage(int(found.sum()), len(vocab) - len(SPECIAL_TOKENS), token_share)
 
 
-def _wanted(vocab: Vocabulary) -> dict[str, int]:
-    """Vocabulary words that can take a pre-trained vector (not PAD, UNK or the sentence marker)."""
-    return {word: i for i, word in enumerate(vocab.tokens) if i >= len(SPECIAL_TOKENS)}
-
-
 def _read_binary(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], int]:
     """word2vec's binary format through gensim (which reads ``.gz`` itself)."""
     import struct
@@ -141,8 +136,7 @@ def _read_binary(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], 
         kv = KeyedVectors.load_word2vec_format(str(path), binary=True, unicode_errors="replace")
     except (ValueError, UnicodeDecodeError, EOFError, OSError, struct.error) as err:
         raise DataError(f"{path}: not a word2vec binary vector file ({err})") from None
-    wanted = _wanted(vocab)
-    vectors = {wanted[w]: kv.vectors[j] for w, j in kv.key_to_index.items() if w in wanted}
+    vectors = {i: kv.vectors[j] for w, j in kv.key_to_index.items() if (i := vocab.index.get(w, 0)) >= len(SPECIAL_TOKENS)}
     bad = [vocab.tokens[i] for i, v in vectors.items() if not np.isfinite(v).all()]
     if bad:
         raise DataError(f"{path}: the vectors of {len(bad)} word(s) hold NaN or infinite values, e.g. {bad[0]!r}")
@@ -168,8 +162,7 @@ def _read_text(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], in
     its vector and everything before them its key. Such keys never match a token, so they are skipped.
     A line with fewer than ``dim`` values is an error naming it.
     """
-    wanted = _wanted(vocab)
-    vectors: dict[int, np.ndarray] = {}
+    vectors: dict[int, np.ndarray] = {}  # vocabulary id -> vector; the special tokens never take one
     dim, header, first_vector = 0, False, True
     try:
         with _open_text(path) as f:
@@ -194,7 +187,8 @@ def _read_text(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], in
                                     f"({'as the header says' if header else 'as on the first line'})")
                 first_vector = False
                 word, _, rest = line.partition(" ")
-                if spaces > dim or word not in wanted:
+                index = vocab.index.get(word, 0)
+                if spaces > dim or index < len(SPECIAL_TOKENS):
                     continue  # a key with spaces, or a word the vocabulary does not have
                 try:
                     vector = np.array(rest.split(" "), dtype=np.float32)
@@ -202,7 +196,7 @@ def _read_text(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], in
                     raise DataError(f"{path}:{number}: the values of {word!r} are not all numbers") from None
                 if not np.isfinite(vector).all():  # a NaN would spread through the whole model at its first step
                     raise DataError(f"{path}:{number}: the vector of {word!r} holds NaN or infinite values")
-                vectors.setdefault(wanted[word], vector)
+                vectors.setdefault(index, vector)
     except (OSError, EOFError) as err:
         raise DataError(f"{path}: cannot read it ({err})") from None
     if dim == 0:
