@@ -96,6 +96,18 @@ def test_tsv_quoted_by_a_csv_writer_or_not_at_all(tmp_path, monkeypatch):
         read_corpus(write(tmp_path / "b.csv", bare.replace("\t", ",")))
 
 
+def test_tsv_bare_quote_closing_before_a_tab_does_not_merge_records(tmp_path):
+    """A bare opening quote whose partner sits just before a tab parses as quoted CSV, one field
+    swallowing whole records; read without quotes instead, unless that cannot read the file."""
+    bare = 'text\tlabel\n"Brilliant film, go see it\tpos\nawful ending"\tneg\nfine\tpos\n'
+    corpus = read_corpus(write(tmp_path / "b.tsv", bare))
+    assert corpus.texts == ['"Brilliant film, go see it', 'awful ending"', "fine"]
+    assert corpus.labels == ["pos", "neg", "pos"]
+    quoted = 'text\tlabel\n"two\nlines\twith a tab"\tneg\nplain\tpos\n'  # a csv writer's real field
+    corpus = read_corpus(write(tmp_path / "q.tsv", quoted))
+    assert corpus.texts == ["two\nlines\twith a tab", "plain"] and corpus.labels == ["neg", "pos"]
+
+
 # --------------------------------------------------------------------------- jsonl
 
 
