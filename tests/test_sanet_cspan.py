@@ -16,7 +16,8 @@ VOCAB, CLASSES = 50, 3
 SANET = ["sanet", "sanet-big", "sanet-noatt", "sanet-big-noatt"]
 CSPAN = [
     "cspan", "cspan-big", "cspan-bilstm", "cspan-bilstm-selfatt", "cspan-bilstm-selfatt-residual",
-    "cspan-fusion-a", "cspan-fusion-b", "cspan-fusion-c", "cspan-fusion-d", "cspan-fusion-e",
+    "cspan-fusion-a", "cspan-fusion-b", "cspan-fusion-c", "cspan-fusion-d", "cspan-fusion-d-sum",
+    "cspan-fusion-e",
 ]
 TINY = {"sanet": {"embedding_dim": 12, "d_model": 16}, "cspan": {"embedding_dim": 16, "queries": 3}}
 
@@ -114,6 +115,25 @@ def test_variants_without_some_attention_report_only_what_they_have():
     assert set(tiny("cspan-fusion-a")(batch, return_attention=True).attentions) == {"semantic_self", "queries", "token"}
     assert set(tiny("cspan-bilstm-selfatt-residual")(batch, return_attention=True).attentions) == {
         "semantic_self", "positional_self", "token"}
+    assert set(tiny("cspan-fusion-d-sum")(batch, return_attention=True).attentions) == {
+        "semantic_self", "queries", "token"}
+
+
+def test_fusion_d_readings_differ_only_in_the_second_self_attention():
+    """(d) as the text reads it: F = S + SelfAtt(BiLSTM(D)); as Figure 2 draws it: F = S + BiLSTM(D)."""
+    batch = padded_batch()
+    text, figure = tiny("cspan-fusion-d"), tiny("cspan-fusion-d-sum")
+    assert not hasattr(figure, "positional_attention") and hasattr(text, "positional_attention")
+    figure.load_state_dict({k: v for k, v in text.state_dict().items() if not k.startswith("positional_attention")})
+    with torch.no_grad():
+        f_text, _ = text.encode(batch.tokens, batch.mask)
+        f_figure, _ = figure.encode(batch.tokens, batch.mask)
+        x = text.embedding(batch.tokens)
+        s, _ = text.semantic_attention(x, batch.mask)
+        h = text.bilstm(x, batch.mask)
+        p, _ = text.positional_attention(h, batch.mask)
+    torch.testing.assert_close(f_figure, s + h)
+    torch.testing.assert_close(f_text, s + p)
 
 
 @pytest.mark.parametrize("name", ["sanet-noatt", "sanet-big-noatt"])

@@ -12,7 +12,8 @@ Both self-attentions are projection-free (the paper drops the query/key/value ma
 scaled by 1/sqrt(d). d is the embedding size (GloVe 300), so S and P can be added.
 
 The ablations of the paper's Tables 3 and 5 are the same model with ``encoder``, ``position`` and
-``pooling`` switched (see ``ENCODERS`` and the registry at the bottom). Table 3 does not say how
+``pooling`` switched (see ``ENCODERS`` and the registry at the bottom); the paper's text and its
+Figure 2 describe fusion (d) differently, so it comes in both readings. Table 3 does not say how
 the rows before "+ multi-query" pool the words into a document vector; they use the mean over real
 positions, the pooling of the "standard" LSTM classifier the paper cites for its baselines
 (Zhang et al. 2015 average the outputs of all LSTM cells).
@@ -61,7 +62,8 @@ CSPAN_BIG_TRAINING = {**CSPAN_TRAINING, "max_epochs": 60}
 # How semantics (self-attention over D) and word order (Bi-LSTM) are combined into F:
 ENCODERS = {
     "cascade": "S = SelfAtt(D); H = BiLSTM(S); P = SelfAtt(H); F = S + P (CSPAN, fusion e)",
-    "parallel": "S = SelfAtt(D); H = BiLSTM(D); P = SelfAtt(H); F = S + P (fusion d)",
+    "parallel": "S = SelfAtt(D); H = BiLSTM(D); P = SelfAtt(H); F = S + P (fusion d, as the text reads)",
+    "parallel-sum": "S = SelfAtt(D); H = BiLSTM(D); F = S + H (fusion d, as Figure 2 draws it)",
     "attention": "F = S = SelfAtt(D), no Bi-LSTM (fusion a, b, c)",
     "bilstm": "F = H = BiLSTM(D) (Table 3 baseline)",
     "attention-bilstm": "S = SelfAtt(D); F = H = BiLSTM(S) (Table 3: + self-att)",
@@ -206,7 +208,7 @@ class CSPAN(nn.Module):
             self.semantic_attention = ProjectionFreeSelfAttention(d, rel, cfg.semantic_scale)  # S, eq. 4
         if uses_lstm:
             self.bilstm = BiLSTMEncoder(d, cfg.layers)  # H, eq. 5-7
-        if cfg.encoder in ("cascade", "parallel"):
+        if cfg.encoder in ("cascade", "parallel"):  # not parallel-sum: its F = S + H
             self.positional_attention = ProjectionFreeSelfAttention(d)  # P, eq. 8
         if cfg.pooling == "multi-query":
             self.multi_query = MultiQueryAttention(d, cfg.queries)  # eq. 10-13
@@ -229,9 +231,11 @@ class CSPAN(nn.Module):
         s, att["semantic_self"] = self.semantic_attention(x, mask, need_weights)  # (B, T, d)   eq. 4
         if enc == "attention":
             return s, att
-        h = self.bilstm(s if enc != "parallel" else x, mask)  # (B, T, d)   eq. 5-7
+        h = self.bilstm(x if enc.startswith("parallel") else s, mask)  # (B, T, d)   eq. 5-7
         if enc == "attention-bilstm":
             return h, att
+        if enc == "parallel-sum":
+            return s + h, att  # (B, T, d)
         p, att["positional_self"] = self.positional_attention(h, mask, need_weights)  # (B, T, d)   eq. 8
         return s + p, att  # (B, T, d)   eq. 9
 
@@ -280,6 +284,12 @@ _variant("cspan-fusion-b", "CSPAN fusion (b): embeddings + sinusoidal position, 
          encoder="attention", position="sinusoidal", **BASE)
 _variant("cspan-fusion-c", "CSPAN fusion (c): self-attention with relative positions (Shaw et al.)",
          encoder="attention", position="relative", **BASE)
-_variant("cspan-fusion-d", "CSPAN fusion (d): self-attention and Bi-LSTM in parallel over embeddings",
-         encoder="parallel", **BASE)
+# Table 5's (d) is "Embedding + Bi-LSTM": "Bi-LSTM directly on the input word vectors, i.e., a parallel
+# combination". Read as (e) with the Bi-LSTM moved beside the first self-attention, it keeps the second
+# one over H; Figure 2, whose six "Self Attention" boxes are one each for (a)-(d) and two for (e), draws
+# no second one. Both readings are here; cspan-fusion-d keeps the first, which every recorded result used.
+_variant("cspan-fusion-d", "CSPAN fusion (d): self-attention and Bi-LSTM in parallel over embeddings, "
+         "F = S + SelfAtt(H)", encoder="parallel", **BASE)
+_variant("cspan-fusion-d-sum", "CSPAN fusion (d) as Figure 2 draws it: F = SelfAtt(D) + BiLSTM(D), "
+         "one self-attention", encoder="parallel-sum", **BASE)
 _variant("cspan-fusion-e", "CSPAN fusion (e): cascade, the same network as cspan", **BASE)
