@@ -77,6 +77,18 @@ def test_baselines_are_registered_with_their_layouts():
     assert get_spec("nb").defaults["alpha"] == 0.1 and get_spec("logreg").defaults["C"] == 10.0
 
 
+def test_l1_penalty_reaches_every_supported_scikit_learn(monkeypatch):
+    """scikit-learn < 1.8 ignores l1_ratio outside elastic-net: logreg-l1 must pass penalty there."""
+    import sklearn
+
+    from docattn.models.baselines import _penalty_arguments
+
+    monkeypatch.setattr(sklearn, "__version__", "1.7.2")
+    assert _penalty_arguments("l1") == {"penalty": "l1"} and _penalty_arguments("l2") == {"penalty": "l2"}
+    monkeypatch.setattr(sklearn, "__version__", "1.10.0rc1")
+    assert _penalty_arguments("l1") == {"l1_ratio": 1.0} and _penalty_arguments("l2") == {"l1_ratio": 0.0}
+
+
 # --------------------------------------------------------------------------- tf-idf features
 
 

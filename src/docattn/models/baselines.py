@@ -18,6 +18,7 @@ probabilities after loading are bit-identical to those before saving.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,6 +36,18 @@ HCAN_PAPER = "Gao et al. 2018, Hierarchical Convolutional Attention Networks (Ta
 ARTIFACTS = "model.safetensors"
 ARRAYS = ("feature_keys", "idf", "weight", "bias", "classes")
 LINKS = ("softmax", "binary", "ovr")  # how weight rows become probabilities
+
+
+def _penalty_arguments(penalty: str) -> dict:
+    """LogisticRegression's arguments for an "l1" or "l2" penalty: ``l1_ratio`` from scikit-learn 1.8,
+    which deprecates ``penalty``; before it ``penalty``, since older versions ignore ``l1_ratio`` outside
+    elastic-net and would fit logreg-l1 as L2 with only a warning."""
+    import sklearn
+
+    major, minor = (int(v) for v in re.match(r"(\d+)\.(\d+)", sklearn.__version__).groups())
+    if (major, minor) >= (1, 8):
+        return {"l1_ratio": 1.0 if penalty == "l1" else 0.0}
+    return {"penalty": penalty}
 
 
 @dataclass
@@ -257,10 +270,10 @@ class TfidfBaseline(BagModel):
         # was written. It is single-threaded; lbfgs (multinomial) uses OpenMP, which on a busy
         # 2-core machine took 13 s instead of 0.3 s with one thread on a 1,800 x 2,500 problem
         solver = "liblinear" if cfg.solver == "auto" else cfg.solver
-        l1_ratio = 1.0 if cfg.penalty == "l1" else 0.0
+        penalty = _penalty_arguments(cfg.penalty)
 
         def make():
-            return LogisticRegression(C=cfg.C, l1_ratio=l1_ratio, solver=solver, max_iter=cfg.max_iter, random_state=0)
+            return LogisticRegression(C=cfg.C, solver=solver, max_iter=cfg.max_iter, random_state=0, **penalty)
 
         if binary:
             lr = make().fit(X, y)
