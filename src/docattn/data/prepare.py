@@ -29,7 +29,9 @@ class DataSettings:
     """Everything about the data a model depends on; saved in a run's config.json."""
 
     text: TextConfig = field(default_factory=TextConfig)
-    min_count: int = 5  # words seen fewer times map to UNK (the papers' choice)
+    # words seen fewer times map to UNK: HCAN's 5 (HAN keeps words seen more than 5 times, i.e. 6;
+    # SANet every word of the training and validation sets, i.e. 1)
+    min_count: int = 5
     max_vocab: int | None = None
     valid_fraction: float = 0.1  # HAN: 10% of train; the HPAN paper: 0.3
     split_seed: int = 0

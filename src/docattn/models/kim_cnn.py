@@ -28,7 +28,7 @@ TRAINING = {"optimizer": "adam", "lr": 1e-3, "batch_size": 64, "max_tokens": 100
 
 @dataclass
 class KimCNNConfig:
-    embedding_dim: int = 300  # Kim / HCAN: 300-d word2vec
+    embedding_dim: int = 300  # Kim: 300-d word2vec (HCAN's baselines used 512-d: embedding_dim=512)
     windows: tuple[int, ...] = (3, 4, 5)  # filter widths (Kim: 3, 4, 5)
     feature_maps: int = 100  # filters per width (Kim: 100)
     dropout: float = 0.5  # on the pooled features (Kim: 0.5)

@@ -30,7 +30,9 @@ class TrainConfig:
     # the training loss's targets put this much probability evenly on all classes (Szegedy et al. 2016);
     # validation loss stays plain cross-entropy
     label_smoothing: float = 0.0
-    grad_clip: float | None = 5.0  # gradient norm clipping
+    # gradient norm clipping for every model, a guard against a bad batch that none of the papers
+    # mentions; None trains without it, as they did
+    grad_clip: float | None = 5.0
     # validate, keep and return an exponential moving average of the weights, moved (1 - decay) of the way
     # after every step (Polyak averaging; 0.99 averages over about the last 100 steps); None: the weights
     ema_decay: float | None = None
