@@ -1,4 +1,7 @@
-"""Flat Bi-LSTM baselines: CSPAN's "Bi-LSTM alone" ablation, with mean, max or attention pooling.
+"""Flat Bi-LSTM baselines at CSPAN's sizes, with mean, max or attention pooling.
+
+These are general-purpose baselines: dropout, 10 epochs and no step schedule. CSPAN's own "Bi-LSTM
+alone" ablation, with its paper's training set-up, is ``cspan-bilstm`` (models/cspan.py).
 
 word embeddings (300-d) -> Bi-LSTM (d/2 = 150 per direction) over the whole document
                         -> mean / max / additive attention over positions -> softmax
@@ -82,6 +85,6 @@ def _variant(name: str, description: str, **defaults):
     return build
 
 
-_variant("bilstm", "Bi-LSTM over the whole document, mean pooling (CSPAN's Bi-LSTM-alone ablation)", pooling="mean")
+_variant("bilstm", "Bi-LSTM over the whole document, mean pooling (CSPAN's sizes; its ablation is cspan-bilstm)", pooling="mean")
 _variant("bilstm-max", "Bi-LSTM over the whole document, max pooling", pooling="max")
 _variant("bilstm-attention", "Bi-LSTM over the whole document, additive attention pooling", pooling="attention")
