@@ -148,7 +148,7 @@ class ClassifierModule(L.LightningModule):
         prec = tp / cm.sum(0).clamp_min(1)
         rec = tp / cm.sum(1).clamp_min(1)
         f1 = 2 * prec * rec / (prec + rec).clamp_min(1e-12)
-        present = cm.sum(1) > 0
+        present = (cm.sum(1) + cm.sum(0)) > 0  # true or predicted, as classification_report
         self.log("val_acc", (tp.sum() / total).float(), prog_bar=True)
         self.log("val_macro_f1", f1[present].mean().float())
         self.log("val_loss", (loss_sum / total).float())

@@ -11,7 +11,10 @@ def confusion_matrix(gold: np.ndarray, pred: np.ndarray, n_classes: int) -> np.n
 
 
 def classification_report(gold, pred, classes: list) -> dict:
-    """Accuracy, macro-F1, per-class precision/recall/F1/support and the confusion matrix."""
+    """Accuracy, macro-F1, per-class precision/recall/F1/support and the confusion matrix.
+
+    Macro-F1 averages the classes that occur in the gold labels or the predictions, as scikit-learn's
+    ``f1_score(average="macro")`` does: a class predicted but never true counts, with F1 0."""
     gold, pred = np.asarray(gold, dtype=np.int64), np.asarray(pred, dtype=np.int64)
     k = len(classes)
     cm = confusion_matrix(gold, pred, k)
@@ -19,7 +22,7 @@ def classification_report(gold, pred, classes: list) -> dict:
     precision = np.divide(tp, cm.sum(0), out=np.zeros(k), where=cm.sum(0) > 0)
     recall = np.divide(tp, cm.sum(1), out=np.zeros(k), where=cm.sum(1) > 0)
     f1 = np.divide(2 * precision * recall, precision + recall, out=np.zeros(k), where=(precision + recall) > 0)
-    present = cm.sum(1) > 0
+    present = (cm.sum(1) + cm.sum(0)) > 0
     return {
         "documents": int(len(gold)),
         "accuracy": float((gold == pred).mean()) if len(gold) else float("nan"),
