@@ -245,6 +245,7 @@ def test_saving_over_another_run_drops_its_metrics_and_checkpoint(fitted, tmp_pa
     (old / "checkpoints").mkdir(parents=True)
     (old / "checkpoints" / "last.ckpt").write_bytes(b"another run")
     (old / "metrics.csv").write_text("epoch,step\n0,1\n1,2\n2,3\n")
+    (old / "config.json").write_text('{"model": "han"}')
     fitted.save(old)
     assert not (old / "checkpoints").exists()
     rows = (old / "metrics.csv").read_text().splitlines() if (old / "metrics.csv").exists() else []
@@ -255,6 +256,23 @@ def test_saving_over_another_run_drops_its_metrics_and_checkpoint(fitted, tmp_pa
     (tmp_path / "afile").write_text("x")
     with pytest.raises(ConfigError, match=r"afile is a file; save\(\) writes a run folder"):
         fitted.save(tmp_path / "afile")
+
+
+def test_saving_into_a_folder_that_is_not_a_run_touches_nothing_else(fitted, tmp_path):
+    """A project folder with its own checkpoints/ and metrics.csv keeps them: only a run's are a run's."""
+    project = tmp_path / "project"
+    (project / "checkpoints").mkdir(parents=True)
+    (project / "checkpoints" / "my_other_model.pt").write_bytes(b"precious")
+    (project / "metrics.csv").write_text("mine\n")
+    fitted.save(project)
+    assert (project / "checkpoints" / "my_other_model.pt").read_bytes() == b"precious"
+    run = tmp_path / "run"  # over another run: its resume checkpoint goes, a file of the user's beside it stays
+    fitted.save(run)
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"another run")
+    (run / "checkpoints" / "notes.txt").write_text("keep")
+    DocumentClassifier.load(project).save(run)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["notes.txt"]
 
 
 def test_weights_file_mode_follows_the_umask(fitted, tmp_path):

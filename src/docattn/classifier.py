@@ -181,20 +181,22 @@ class DocumentClassifier:
     def save(self, path) -> Path:
         """Write the run directory ``docattn train`` writes (config.json, vocab.json, weights).
 
-        Saved into a folder that holds another run, that run's metrics.csv and resume checkpoint go:
-        they would describe, or resume, a model that is no longer there.
+        Saved into a folder that holds another run (its config.json), that run's metrics.csv and resume
+        checkpoint go: they would describe, or resume, a model that is no longer there. Nothing else in
+        the folder is touched.
         """
-        import shutil
-
-        from docattn.training.run import METRICS, save_run
+        from docattn.training.run import CONFIG, METRICS, resume_checkpoint, save_run
 
         self._check_fitted()
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise ConfigError(f"{path} is a file; save() writes a run folder, give a folder's path")
-        if path.is_dir() and path.resolve() != self._run_dir:
+        if (path / CONFIG).is_file() and path.resolve() != self._run_dir:
             (path / METRICS).unlink(missing_ok=True)
-            shutil.rmtree(path / "checkpoints", ignore_errors=True)
+            last = resume_checkpoint(path)
+            last.unlink(missing_ok=True)
+            if last.parent.is_dir() and not any(last.parent.iterdir()):
+                last.parent.rmdir()
         return save_run(path, self.model_name, self.model, self.vocab, self.labels, self.data_settings, self.train_config, self.results)
 
     @classmethod

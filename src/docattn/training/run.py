@@ -19,6 +19,11 @@ from docattn.training.config import TrainConfig
 CONFIG, VOCAB, WEIGHTS, METRICS = "config.json", "vocab.json", "model.safetensors", "metrics.csv"
 
 
+def resume_checkpoint(run_dir: Path) -> Path:
+    """Where a run's ``--resume`` checkpoint lives (written by the engine's ``ResumePoint``)."""
+    return run_dir / "checkpoints" / "last.ckpt"
+
+
 @dataclass
 class Run:
     model_name: str
