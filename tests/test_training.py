@@ -33,6 +33,52 @@ def test_resume_continues_where_it_stopped(data, tmp_path):
     assert clf.results["best"]["epoch"] in (0, 1, 2)
 
 
+def test_resume_asking_fewer_epochs_than_trained_is_refused_before_anything_is_written(data, tmp_path):
+    run = tmp_path / "run"
+    DocumentClassifier("han", max_epochs=2, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(data, run_dir=run)
+    before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    with pytest.raises(ConfigError, match=r"has already trained 2 epoch\(s\); give --epochs 3 or more .*now: 1"):
+        DocumentClassifier("han", max_epochs=1, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(
+            data, run_dir=run, resume=True)
+    assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_a_failed_fit_leaves_the_classifier_as_it_was(data, monkeypatch):
+    """Refitting a fitted classifier on other classes, interrupted: it still predicts with its old model."""
+    from docattn.training import engine
+
+    clf = DocumentClassifier("han", max_epochs=1, embeddings="random", **TINY).fit_prepared(data)
+    model, classes, texts = clf.model, clf.classes_, ["a short text", "another one"]
+    expected = clf.predict_proba(texts)
+    other = synthetic.make_splits(n_train=60, n_test=10, seed=1, n_classes=3)
+
+    def interrupt(self, trainer, pl_module):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", interrupt)
+    with pytest.raises(BaseException):
+        clf.fit(other["train"].texts, [f"new-{y}" for y in other["train"].labels])
+    assert clf.model is model and clf.classes_ == classes
+    np.testing.assert_array_equal(clf.predict_proba(texts), expected)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32])
+def test_seed_out_of_numpys_range_is_a_config_error(seed):
+    with pytest.raises(ConfigError, match=r"seed must be from 0 to 4294967295"):
+        DocumentClassifier("han", seed=seed)
+
+
+def test_macro_f1_averages_true_and_predicted_classes_as_scikit_learn():
+    from sklearn.metrics import f1_score
+
+    from docattn.training.metrics import classification_report
+
+    gold = [0, 0, 1, 1, 0, 1]
+    pred = [0, 2, 1, 3, 0, 1]  # classes 2 and 3 predicted, never true; class 4 neither
+    report = classification_report(gold, pred, ["a", "b", "c", "d", "e"])
+    assert report["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro"))
+
+
 def test_resume_after_a_crash_mid_training(data, tmp_path, monkeypatch):
     """A run killed in its third epoch resumes from the checkpoint of its second, logging each epoch once."""
     from docattn.training import engine

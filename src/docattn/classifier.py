@@ -110,13 +110,19 @@ class DocumentClassifier:
             raise DataError(f"no word occurs at least min_count={data.vocab.min_count} times in the "
                             f"{len(data.splits['train'])} training documents, so the vocabulary is empty; "
                             "lower min_count (--min-count)")
-        self.vocab, self.labels = data.vocab, data.labels
-        # the vocabulary carries the text settings it was built with; they are what new text gets
-        self.data_settings.text = data.vocab.text_config
-        # the seed covers the initial weights too: the engine seeds again only after the model exists
-        torch.manual_seed(self.train_config.seed)
-        self.model = create_model(self.model_name, vocab_size=len(data.vocab), num_classes=len(data.labels), **self.hparams)
-        self.results = train_model(self, data, run_dir=Path(run_dir) if run_dir else None, resume=resume)
+        # a fit that fails or is interrupted leaves the classifier as it was (fitted or loaded before, or not)
+        before = (self.model, self.vocab, self.labels, self.data_settings.text, self.results, self._run_dir)
+        try:
+            self.vocab, self.labels = data.vocab, data.labels
+            # the vocabulary carries the text settings it was built with; they are what new text gets
+            self.data_settings.text = data.vocab.text_config
+            # the seed covers the initial weights too: the engine seeds again only after the model exists
+            torch.manual_seed(self.train_config.seed)
+            self.model = create_model(self.model_name, vocab_size=len(data.vocab), num_classes=len(data.labels), **self.hparams)
+            self.results = train_model(self, data, run_dir=Path(run_dir) if run_dir else None, resume=resume)
+        except BaseException:
+            self.model, self.vocab, self.labels, self.data_settings.text, self.results, self._run_dir = before
+            raise
         self._run_dir = Path(run_dir).resolve() if run_dir else None
         return self
 

@@ -33,6 +33,7 @@ from docattn.errors import CheckpointError, ConfigError, Diverged, Interrupted
 from docattn.training.config import TrainConfig
 from docattn.training.inference import make_batch
 from docattn.training.metrics import confusion_matrix
+from docattn.training.run import resume_checkpoint
 
 
 class _Indices(torch.utils.data.Dataset):
@@ -268,9 +269,21 @@ def _interrupted(err: BaseException, trainer, run_dir: Path | None) -> Interrupt
     return Interrupted(f"{where}, before a checkpoint was written: nothing to resume", int(sig))
 
 
-def resume_checkpoint(run_dir: Path) -> Path:
-    """Where a run's ``--resume`` checkpoint lives (written by ``ResumePoint``)."""
-    return run_dir / "checkpoints" / "last.ckpt"
+def trained_epochs(checkpoint: Path) -> int | None:
+    """Epochs a resume checkpoint has finished (``ResumePoint`` writes one at each epoch's end, with
+    Lightning's 0-based ``epoch``); None when it cannot be read, which resuming then reports."""
+    try:
+        return int(torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)["epoch"]) + 1
+    except Exception:  # noqa: BLE001 - any unreadable file: fit's resume says what is wrong with it
+        return None
+
+
+def check_resumable(checkpoint: Path, max_epochs: int) -> None:
+    """Refuse, before anything is written, a resume asking for fewer epochs than the run has trained."""
+    done = trained_epochs(checkpoint)
+    if done is not None and max_epochs < done:
+        raise ConfigError(f"--resume: {checkpoint} has already trained {done} epoch(s); give --epochs {done + 1} "
+                          f"or more to train more (now: {max_epochs})")
 
 
 class DivergenceGuard(Callback):
@@ -555,8 +568,7 @@ def fit(
     except MisconfigurationException as err:  # e.g. resuming a run that already trained more epochs than asked
         message = str(err).strip().splitlines()[0]
         if ckpt_path is not None and "max_epochs" in message:
-            raise ConfigError(f"--resume: {ckpt_path} has already trained {trainer.current_epoch} epoch(s); give --epochs "
-                              f"above that to train more (now: {cfg.max_epochs})") from None
+            check_resumable(Path(ckpt_path), cfg.max_epochs)
         raise ConfigError(f"training options: {message}") from None
     except (SIGTERMException, SystemExit, KeyboardInterrupt) as err:
         # Lightning turns SIGTERM into a SystemExit without a code (exit status 0: "success") and

@@ -114,13 +114,14 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         results["train_seconds"] = time.perf_counter() - t0
         results["valid"] = _brief(evaluate_encoded(clf, data.splits["valid"]))
     else:
-        from docattn.training.engine import fit, resume_checkpoint
+        from docattn.training.engine import check_resumable, fit, resume_checkpoint
 
         resuming = resume and run_dir is not None and resume_checkpoint(run_dir).exists()
         if resuming:  # the checkpoint holds the trained embeddings; keep what the run said about them
             from docattn.training.run import read_config
 
             _check_same_data(run_dir, clf)  # before anything in the run directory is rewritten
+            check_resumable(resume_checkpoint(run_dir), cfg.max_epochs)
             prior = read_config(run_dir).get("results", {})
             results.update({k: v for k, v in prior.items() if k in ("embeddings", "coverage", "embedding_seconds")})
         else:
