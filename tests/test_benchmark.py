@@ -193,3 +193,66 @@ def test_a_diverging_trial_is_a_result_and_tune_goes_on(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     tuned = json.loads((tmp_path / "tune" / "tune.json").read_text())
     assert "diverged" in tuned["trials"][0] and tuned["best"]["lr"] == 0.001
+
+
+def _interrupt_in_epoch(monkeypatch, epoch: int, lr: float | None = None) -> None:
+    """Ctrl-C at the start of ``epoch`` (of the trial training at ``lr``), after the checkpoint of the one before."""
+    from docattn.training import engine
+
+    real = engine.MetricsLog.on_train_epoch_start
+
+    def interrupt(self, trainer, pl_module):
+        if trainer.current_epoch == epoch and (lr is None or pl_module.cfg.lr == lr):
+            raise KeyboardInterrupt
+        real(self, trainer, pl_module)
+
+    monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", interrupt)
+
+
+def test_an_interrupted_tune_keeps_its_finished_trials_and_resumes(tmp_path, monkeypatch):
+    from docattn.errors import Interrupted
+
+    monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "train.jsonl"
+    synthetic.write_jsonl(synthetic.make_splits(n_train=200, n_test=10, seed=5)["train"], path)
+    args = ["tune", "--model", "kim-cnn", "--train", str(path), "--out", str(tmp_path / "tune"), "--lr", "0.001,0.002",
+            "--epochs", "2", "--set", "embeddings=random", "--set", "embedding_dim=16", "--set", "min_count=2"]
+    _interrupt_in_epoch(monkeypatch, epoch=1, lr=0.002)
+    res = CliRunner().invoke(app, args)
+    assert isinstance(res.exception, Interrupted), res.output
+    assert "tune.json keeps the 1 trial(s) finished before it. Go on with the same command and --resume" in str(res.exception)
+    tuned = json.loads((tmp_path / "tune" / "tune.json").read_text())
+    assert tuned["complete"] is False and [t["lr"] for t in tuned["trials"]] == [0.001]
+    monkeypatch.undo()
+    monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
+    res = CliRunner().invoke(app, args + ["--resume"])
+    assert res.exit_code == 0, res.output
+    assert "lr 0.001: kept from tune.json" in res.output
+    tuned = json.loads((tmp_path / "tune" / "tune.json").read_text())
+    assert tuned["complete"] is True and [t["lr"] for t in tuned["trials"]] == [0.001, 0.002]
+    epochs = [line.split(",")[0] for line in (tmp_path / "tune" / "lr=0.002" / "metrics.csv").read_text().splitlines()[1:]]
+    assert epochs == ["0", "1"]  # its first epoch was not trained again
+    res = CliRunner().invoke(app, args[:-1] + ["min_count=3", "--resume"])
+    assert res.exit_code != 0 and "searched with other settings (options" in str(res.exception)
+
+
+def test_an_interrupted_benchmark_says_what_it_keeps(tmp_path, monkeypatch):
+    from docattn.benchmark import run_one
+    from docattn.data.prepare import DataSettings, prepare
+    from docattn.errors import Interrupted
+
+    monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
+    sp = synthetic.make_splits(n_train=200, n_test=50, seed=5)
+    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+    _interrupt_in_epoch(monkeypatch, epoch=1)
+    try:
+        run_one("kim-cnn", data, 3, dict(embeddings="random", embedding_dim=16, max_epochs=2, min_count=2), tmp_path / "run")
+    except Interrupted as err:
+        message, caught = str(err), err
+    import pickle  # from a --jobs worker to the main process
+
+    again = pickle.loads(pickle.dumps(caught))
+    assert (str(again), again.signal, again.where) == (message, caught.signal, caught.where) and caught.signal == 2
+    assert message.startswith("kim-cnn seed 3: training stopped by SIGINT in epoch 2 of 2")
+    assert message.endswith("results.json keeps the models whose seeds had all finished; run the others again with --models")
+    assert "--resume" not in message

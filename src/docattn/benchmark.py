@@ -19,7 +19,7 @@ import numpy as np
 
 from docattn.data.prepare import DataSettings, PreparedData
 from docattn.data.text import write_json_atomic
-from docattn.errors import Diverged
+from docattn.errors import Diverged, Interrupted
 
 
 def _rss_mb() -> float | None:
@@ -93,6 +93,9 @@ def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedDa
             clf.fit_prepared(data, run_dir=run_dir)
         except Diverged as err:  # a trial that diverged is a result (no accuracy), not the end of the benchmark
             diverged = str(err)
+        except Interrupted as err:  # the benchmark has no --resume: say what is kept and how to go on
+            raise Interrupted(f"{model} seed {seed}: {err.where}. results.json keeps the models whose seeds "
+                              "had all finished; run the others again with --models", err.signal, err.where) from None
     wall = time.perf_counter() - t0
     res = clf.results if diverged is None else {}
     test = res.get("test", {})

@@ -427,6 +427,8 @@ def tune(
     text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), comma separated, or the JSONL text field."),
     label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column, or the JSONL label field."),
     sets: List[str] = typer.Option([], "--set"),
+    resume: bool = typer.Option(False, "--resume", help="Go on with an interrupted search: keep the trials "
+                                "tune.json records and continue the interrupted one from its last finished epoch."),
 ):
     """Learning-rate grid search on the validation split (as the HAN paper does); reports each trial."""
     from rich.console import Console
@@ -458,24 +460,40 @@ def tune(
     data = prepare_paths(_resolve(train), valid and _resolve(valid), None, base.data_settings,
                          _reader_options(fmt, text_col, label_col))
     data.splits.pop("test", None)
+    search = {"model": model, "train": train, "valid": valid, "options": json.loads(json.dumps(options, default=str))}
+    kept = _tune_trials_kept(out, search) if resume else {}
     trials = []
+
+    def record(**extra) -> None:  # after every trial, so an interrupted search keeps what it found
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "tune.json", {**search, "trials": trials, **extra})
+
     for rate in rates:
+        if f"{rate:g}" in kept:
+            trials.append(kept[f"{rate:g}"])
+            console.print(f"lr {rate:g}: kept from tune.json")
+            continue
         clf = DocumentClassifier(model, **{**options, "lr": rate})
         try:
-            clf.fit_prepared(data, run_dir=out / f"lr={rate:g}")
+            clf.fit_prepared(data, run_dir=out / f"lr={rate:g}", resume=resume)
         except Diverged as err:  # too high a rate is a finding of the search, not the end of it
             trials.append({"lr": rate, "diverged": str(err), "run": str(out / f"lr={rate:g}")})
             console.print(f"lr {rate:g}: diverged before its first validation")
+            record(complete=False)
             continue
+        except Interrupted as err:
+            record(complete=False)
+            raise Interrupted(f"lr {rate:g}: {err.where}; tune.json keeps the {len(trials)} trial(s) finished before it. "
+                              "Go on with the same command and --resume", err.signal, err.where) from None
         best = clf.results.get("best", {})
         trials.append({"lr": rate, **best, "run": str(out / f"lr={rate:g}")})
         console.print(f"lr {rate:g}: validation accuracy {best.get('val_acc', float('nan')):.4f}")
+        record(complete=False)
     if not any("val_acc" in t for t in trials):
         raise DocattnError(f"every learning rate tried diverged or kept no validation ({', '.join(f'{r:g}' for r in rates)}); "
                            "try lower ones with --lr")
     best_trial = max(trials, key=lambda t: t.get("val_acc", -1))
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / "tune.json", {"model": model, "trials": trials, "best": best_trial})
+    record(complete=True, best=best_trial)
     table = Table("lr", "val_acc", "val_macro_f1", "best epoch")
     for t in trials:
         if t.get("diverged"):
@@ -484,6 +502,24 @@ def tune(
         table.add_row(f"{t['lr']:g}", f"{t.get('val_acc', float('nan')):.4f}", f"{t.get('val_macro_f1', float('nan')):.4f}", str(t.get("epoch")))
     console.print(table)
     console.print(f"best lr: {best_trial['lr']:g} (run {best_trial['run']})")
+
+
+def _tune_trials_kept(out: Path, search: dict) -> dict:
+    """The finished trials of an earlier search into ``out`` by rate ("0.001"), for ``tune --resume``;
+    refused when it searched another model, data or options, whose trials would not compare."""
+    path = out / "tune.json"
+    if not path.exists():
+        return {}
+    try:
+        prior = json.loads(path.read_text(encoding="utf-8"))
+        trials = {f"{float(t['lr']):g}": t for t in prior["trials"]}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise DocattnError(f"--resume: {path} is unreadable ({err}); remove it to search again") from None
+    differs = [k for k in search if prior.get(k) != search[k]]
+    if differs:
+        raise DocattnError(f"--resume: {path} searched with other settings ({', '.join(differs)}: "
+                           f"{', '.join(repr(prior.get(k)) for k in differs)}); give the same ones, or another --out")
+    return trials
 
 
 @app.command()

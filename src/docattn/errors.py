@@ -26,9 +26,13 @@ class Diverged(DocattnError):
 class Interrupted(DocattnError):
     """Training stopped by SIGINT or SIGTERM; the CLI exits 128 + ``signal`` (130, 143), never 0."""
 
-    def __init__(self, message: str, signal: int):
+    def __init__(self, message: str, signal: int, where: str | None = None):
         super().__init__(message)
         self.signal = signal
+        self.where = where or message  # where training stood, without advice on what to run next
+
+    def __reduce__(self):  # from a benchmark's worker process to the main one, arguments intact
+        return type(self), (str(self), self.signal, self.where)
 
 
 def checked_values(cls, values: dict) -> dict:

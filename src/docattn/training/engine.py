@@ -265,8 +265,8 @@ def _interrupted(err: BaseException, trainer, run_dir: Path | None) -> Interrupt
     if run_dir is not None and resume_checkpoint(run_dir).exists():
         best = "; the best weights so far are in its model.safetensors" if (run_dir / "model.safetensors").exists() else ""
         return Interrupted(f"{where}{best}. Continue {run_dir} with the same command and --resume "
-                           "(from its last finished epoch)", int(sig))
-    return Interrupted(f"{where}, before a checkpoint was written: nothing to resume", int(sig))
+                           "(from its last finished epoch)", int(sig), where)
+    return Interrupted(f"{where}, before a checkpoint was written: nothing to resume", int(sig), where)
 
 
 def trained_epochs(checkpoint: Path) -> int | None:
