@@ -69,6 +69,23 @@ def test_truncated_and_mismatched_checkpoints(fitted, tmp_path):
         DocumentClassifier.load(run / "config.json")
 
 
+@pytest.mark.parametrize("edit,message", [
+    (lambda c: c.update(hparams=None), r"config\.json: malformed \('hparams' is NoneType"),
+    (lambda c: c.update(training=[1]), r"config\.json: malformed \("),
+    (lambda c: c.pop("labels"), r"config\.json: missing field 'labels'"),
+    (lambda c: c["training"].update(lr="fast"), r"config\.json: malformed \(lr must be a number, got 'fast'\)"),
+    (lambda c: c["hparams"].update(hidden_size="wide"), r"config\.json: cannot build model 'han' from its hparams"),
+    (lambda c: c.update(model="no-such-model"), r"config\.json: cannot build model 'no-such-model'"),
+])
+def test_a_hand_edited_config_is_one_error_naming_the_file(fitted, tmp_path, edit, message):
+    run = fitted.save(tmp_path / "run")
+    cfg = json.loads((run / "config.json").read_text())
+    edit(cfg)
+    (run / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=message):
+        DocumentClassifier.load(run)
+
+
 def test_bad_inputs_give_clear_errors(fitted):
     with pytest.raises(DataError, match="empty list"):
         DocumentClassifier("han").fit([], [])

@@ -13,7 +13,7 @@ from docattn.version import __version__
 from docattn.data.corpus import LabelMap
 from docattn.data.prepare import DataSettings
 from docattn.data.text import Vocabulary, write_json_atomic
-from docattn.errors import CheckpointError
+from docattn.errors import CheckpointError, DocattnError
 from docattn.training.config import TrainConfig
 
 CONFIG, VOCAB, WEIGHTS, METRICS = "config.json", "vocab.json", "model.safetensors", "metrics.csv"
@@ -112,15 +112,23 @@ def load_run(run_dir, device: str | torch.device = "cpu") -> Run:
     config = read_config(run_dir)
     try:
         name, hparams = config["model"], config["hparams"]
+        if not isinstance(hparams, dict):
+            raise TypeError(f"'hparams' is {type(hparams).__name__}, not an object")
         labels = LabelMap.from_json(config["labels"])
         data = DataSettings.from_json(config["data"])
         training = TrainConfig.from_json(config["training"])
-    except (KeyError, TypeError) as err:
-        raise CheckpointError(f"{run_dir / CONFIG}: missing or malformed field {err}") from None
+    except KeyError as err:
+        raise CheckpointError(f"{run_dir / CONFIG}: missing field {err}") from None
+    except (TypeError, AttributeError, ValueError, DocattnError) as err:  # a field of another shape, or a value
+        raise CheckpointError(f"{run_dir / CONFIG}: malformed ({err})") from None  # its checks refuse (lr "fast")
     vocab = Vocabulary.load(run_dir / VOCAB)
     if len(vocab) != config.get("vocab_size", len(vocab)):
         raise CheckpointError(f"{run_dir}: vocabulary has {len(vocab)} words but config.json says {config['vocab_size']}")
-    model = create_model(name, vocab_size=len(vocab), num_classes=len(labels), **hparams)
+    try:
+        model = create_model(name, vocab_size=len(vocab), num_classes=len(labels), **hparams)
+    except (TypeError, ValueError, DocattnError) as err:  # hyper-parameters of the wrong type or range, another model's
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{run_dir / CONFIG}: cannot build model {name!r} from its hparams ({first})") from None
     if hasattr(model, "load_artifacts"):  # non-neural baselines keep their own arrays
         model.load_artifacts(run_dir)
     else:
