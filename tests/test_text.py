@@ -69,6 +69,16 @@ def test_vocabulary_min_count_and_special_ids(tmp_path):
     assert json.loads((tmp_path / "v.json").read_text())["min_count"] == 2
 
 
+def test_han_characters_are_tokens_of_their_own():
+    """Chinese and Japanese have no spaces: a clause must not become one token, seen once."""
+    cfg = TextConfig(split_sentences=False)
+    vocab = Vocabulary.build(documents_to_strings(["x"], None, cfg), cfg, min_count=1)
+    assert vocab.tokenize("这部电影很好看，我喜欢！") == ["这", "部", "电", "影", "很", "好", "看", ",", "我", "喜", "欢", "!"]  # NFKC: full-width marks
+    assert vocab.tokenize("これは映画です。") == ["これは", "映", "画", "です", "。"]
+    assert vocab.tokenize("Don't stop: 한국어 문장, naïve café مرحبا") == [
+        "don't", "stop", ":", "한국어", "문장", ",", "naïve", "café", "مرحبا"]
+
+
 def test_max_vocab_size():
     cfg = TextConfig()
     docs = documents_to_strings(["a a a b b c c d"] * 5, None, cfg)

@@ -19,9 +19,10 @@ from docattn.data.splits import stratified_split
 from docattn.data.text import TextConfig, Vocabulary, documents_to_strings, write_json_atomic
 from docattn.errors import ConfigError, DataError, DocattnError, checked_fields
 
-CACHE_VERSION = 5  # 2: text that is not UTF-8 is read as Latin-1 (folders) or refused (line files), no U+FFFD
+CACHE_VERSION = 6  # 2: text that is not UTF-8 is read as Latin-1 (folders) or refused (line files), no U+FFFD
 # 3: TextConfig.caseless_sentences (lowercased text split at . ! ?); 4: Zhang CSV fields as sentences, AG's backslash breaks,
 # folder labels from the folder under the split; 5: fastText integer labels as ints, numeric folder classes in numeric order
+# 6: each Han character a token
 
 
 @dataclass

@@ -21,8 +21,10 @@ PAD, UNK, SEP = 0, 1, 2
 PAD_TOKEN, UNK_TOKEN, SEP_TOKEN = "<pad>", "<unk>", "\x1e"
 SPECIAL_TOKENS = [PAD_TOKEN, UNK_TOKEN, SEP_TOKEN]
 
-# a word is letters/digits with inner apostrophes ("don't"); any other non-space char stands alone
-WORD_PATTERN = r"\w+(?:'\w+)*|[^\w\s]"
+# a word is letters/digits with inner apostrophes ("don't"); any other non-space char stands alone.
+# Chinese and Japanese put no spaces between words, so each Han character is a token of its own
+# (as BERT's tokenizer does); else a clause of Chinese would be one token, seen once and then <unk>
+WORD_PATTERN = r"\p{Han}|(?:(?!\p{Han})\w)+(?:'(?:(?!\p{Han})\w)+)*|[^\w\s]"
 # HCAN's rule: lowercase, keep alphanumerics and . ! ? (which end sentences), drop the rest
 HCAN_DROP_PATTERN = "[^\\p{L}\\p{N}.!?\\s\x1e]"
 
