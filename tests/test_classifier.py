@@ -329,3 +329,25 @@ def test_han_learns_embedded_corpus_within_two_minutes(tmp_path):
     items = clf.explain(sp["test"].sentences[:200])
     scores = rationale_scores(items, sp["test"].rationales[:200])
     assert scores["top_sentence_accuracy"] >= 0.9, scores
+
+
+def test_scikit_learn_clones_and_cross_validates_it(tmp_path):
+    """get_params / set_params: clone, cross_val_score and GridSearchCV work on the classifier."""
+    from sklearn.base import clone, is_classifier
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+
+    texts = ["good film great fun", "bad film awful plot", "great acting good", "awful boring bad"] * 10
+    labels = ["pos", "neg", "pos", "neg"] * 10
+    clf = DocumentClassifier("nb", min_df=1)
+    assert is_classifier(clf) and clone(clf).get_params() == {"model": "nb", "min_df": 1}
+    assert list(cross_val_score(clf, texts, labels, cv=2)) == [1.0, 1.0]
+    search = GridSearchCV(clf, {"alpha": [0.1, 1.0]}, cv=2).fit(texts, labels)
+    assert search.best_params_ == {"alpha": 0.1} and search.best_estimator_.model is not None
+    assert clf.model is None  # the searches trained clones
+    clf.set_params(alpha=0.5, model="logreg-l1")
+    assert clf.get_params() == {"model": "logreg-l1", "min_df": 1, "alpha": 0.5} and clf.hparams["alpha"] == 0.5
+    with pytest.raises(ConfigError, match="unknown option 'alpah'"):
+        clf.set_params(alpah=1)
+    loaded = DocumentClassifier.load(DocumentClassifier("nb", min_df=1, alpha=0.3).fit(texts, labels).save(tmp_path / "r"))
+    again = clone(loaded)  # the loaded run's settings, unfitted
+    assert again.model is None and again.hparams["alpha"] == 0.3 and again.hparams["min_df"] == 1

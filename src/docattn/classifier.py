@@ -59,10 +59,13 @@ class DocumentClassifier:
     the paper's values for the model (e.g. HPAN: Adam, lr 1e-3, batch 64).
     """
 
+    _estimator_type = "classifier"  # scikit-learn < 1.6 tells classifiers by this (stratified folds)
+
     def __init__(self, model: str = "han", **options):
         from docattn.models import get_spec
 
         self.model_name = model
+        self._options = dict(options)  # as given, for get_params: scikit-learn's clone checks identity
         spec = get_spec(model)
         train_opts = {k: options.pop(k) for k in list(options) if k in TrainConfig.field_names()}
         if "device" in options:
@@ -87,6 +90,24 @@ class DocumentClassifier:
         self.labels: LabelMap | None = None
         self.results: dict = {}
         self._run_dir: Path | None = None  # the folder this model's run lives in (fit's run_dir, or load's)
+
+    # ------------------------------------------------------------------ scikit-learn protocol
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor's arguments, so scikit-learn can ``clone`` this classifier (``cross_val_score``,
+        ``GridSearchCV``); a loaded one gives its run's model, hyper-parameters and settings."""
+        return {"model": self.model_name, **self._options}
+
+    def set_params(self, **params) -> "DocumentClassifier":
+        """Change constructor arguments; the classifier starts again unfitted, as the new options require."""
+        options = {**self._options, **params}
+        self.__init__(options.pop("model", self.model_name), **options)
+        return self
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        return Tags(estimator_type="classifier", target_tags=TargetTags(required=True),
+                    classifier_tags=ClassifierTags(), input_tags=InputTags(two_d_array=False, string=True))
 
     # ------------------------------------------------------------------ training
     def fit(self, texts, labels, validation: tuple | None = None, run_dir: str | Path | None = None) -> "DocumentClassifier":
@@ -221,6 +242,8 @@ class DocumentClassifier:
         clf.model_name, clf.model, clf.vocab, clf.labels = run.model_name, run.model, run.vocab, run.labels
         clf.data_settings, clf.train_config = run.data, run.training
         clf.hparams = run.config.get("hparams", {})
+        data = {k: v for k, v in asdict(run.data).items() if k != "text"}
+        clf._options = {**asdict(run.training), **data, **asdict(run.data.text), **clf.hparams}
         clf.results = run.config.get("results", {})
         clf._run_dir = Path(path).resolve()
         return clf
