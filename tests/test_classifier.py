@@ -91,6 +91,10 @@ def test_bad_inputs_give_clear_errors(fitted):
         DocumentClassifier("han").fit([], [])
     with pytest.raises(DataError, match="single string"):
         fitted.predict("just one string")
+    with pytest.raises(DataError, match="document 0 is a list of sentences but document 1 a string"):
+        fitted.predict([["a sentence."], "plain"])
+    with pytest.raises(DataError, match="document 1 is int, expected str or a list of sentences"):
+        fitted.predict([["a sentence."], 5])
     with pytest.raises(DataError, match="labels"):
         DocumentClassifier("han").fit(["a", "b"], ["x"])
     with pytest.raises(DataError, match="unseen in training"):

@@ -469,6 +469,9 @@ def test_attention_stats(han, test_file):
     assert 0.0 <= out["rationales"]["word_auprc"] <= 1.0  # the synthetic test file carries rationales
     table = CliRunner().invoke(app, ["attention-stats", str(han[1]), "--data", str(test_file)])
     assert table.exit_code == 0 and "Gini" in table.stdout
+    for command in (["attention-stats"], ["attention-dist", "--word", "good"], ["faithfulness"]):
+        res = CliRunner().invoke(app, [*command, str(han[1]), "--data", str(test_file), "--n", "-1"])
+        assert "--n is a number of documents, 0 for all; got -1" in str(res.exception), (command, res.output)
 
 
 def test_attention_stats_self_attention_diagonality(self_attention, splits):

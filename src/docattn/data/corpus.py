@@ -78,7 +78,12 @@ def to_corpus(texts, labels=None, source: str = "input") -> Corpus:
         sentences = [[str(s) for s in t] for t in texts]
         texts = ["\n".join(s) for s in sentences]
     elif not all(isinstance(t, str) for t in texts):
-        bad = next(i for i, t in enumerate(texts) if not isinstance(t, str))
+        bad = next((i for i, t in enumerate(texts) if not isinstance(t, (str, list, tuple))), None)
+        if bad is None:  # strings and lists of sentences, mixed
+            listed = next(i for i, t in enumerate(texts) if not isinstance(t, str))
+            raise DataError(f"{source}: document {listed} is a list of sentences but document "
+                            f"{next(i for i, t in enumerate(texts) if isinstance(t, str))} a string; give every "
+                            "document as a string, or every one as a list of sentences")
         raise DataError(f"{source}: document {bad} is {type(texts[bad]).__name__}, expected str or a list of sentences")
     if labels is not None:
         labels = list(labels)

@@ -23,11 +23,17 @@ def _load(run: Path, data: str, split: Optional[str], fmt: Optional[str], n: int
     from docattn.classifier import DocumentClassifier
     from docattn.data.sources import read_evaluation_corpus
 
+    _check_n(n)
     clf = DocumentClassifier.load(run)
     corpus = read_evaluation_corpus(data, split, fmt, text_col, label_col)
     if n and n < len(corpus):
         corpus = corpus.subset(range(n))
     return clf, corpus
+
+
+def _check_n(n: int) -> None:
+    if n < 0:
+        raise DocattnError(f"--n is a number of documents, 0 for all; got {n}")
 
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
@@ -272,6 +278,7 @@ def register(app) -> None:
         from docattn.explain.faithfulness import faithfulness
 
         ks = _percents(percents)
+        _check_n(n)
         if ig_steps < 1:
             raise DocattnError(f"--ig-steps must be at least 1 (integrated gradients average the gradients at that many "
                                f"points between a baseline and the input); got {ig_steps}")
