@@ -69,6 +69,18 @@ def test_truncated_and_mismatched_checkpoints(fitted, tmp_path):
         DocumentClassifier.load(run / "config.json")
 
 
+def test_another_models_weights_of_the_same_shapes_are_refused(fitted, tmp_path):
+    """HPAN's weights have HAN's names and shapes: the weights file's metadata tells them apart."""
+    import shutil
+
+    run = fitted.save(tmp_path / "han")
+    other = DocumentClassifier.load(run)
+    other.model_name = "hpan"
+    shutil.copy(other.save(tmp_path / "hpan") / "model.safetensors", run / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"weights of model 'hpan', but config\.json says 'han'"):
+        DocumentClassifier.load(run)
+
+
 @pytest.mark.parametrize("edit,message", [
     (lambda c: c.update(hparams=None), r"config\.json: malformed \('hparams' is NoneType"),
     (lambda c: c.update(training=[1]), r"config\.json: malformed \("),

@@ -35,14 +35,15 @@ class Run:
     config: dict  # the whole config.json (metrics and results included)
 
 
-def save_weights(model: torch.nn.Module, path: Path) -> None:
-    """Weights as safetensors, written to a temporary file and renamed (a crash never truncates)."""
+def save_weights(model: torch.nn.Module, path: Path, model_name: str) -> None:
+    """Weights as safetensors, written to a temporary file and renamed (a crash never truncates);
+    the metadata names the model, so another model's weights of the same shapes are not taken for them."""
     from safetensors.torch import save
 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     # Python writes the bytes so the file's mode follows the umask like its neighbours (save_file makes it 0600)
-    tmp.write_bytes(save(state, metadata={"docattn_version": __version__}))
+    tmp.write_bytes(save(state, metadata={"docattn_version": __version__, "model": model_name}))
     os.replace(tmp, path)
 
 
@@ -71,7 +72,7 @@ def save_run(run_dir, model_name: str, model, vocab: Vocabulary, labels: LabelMa
     if weights and hasattr(model, "save_artifacts"):  # non-neural baselines: their own arrays
         model.save_artifacts(run_dir)
     elif weights:
-        save_weights(model, run_dir / WEIGHTS)
+        save_weights(model, run_dir / WEIGHTS, model_name)
     return run_dir
 
 
@@ -103,7 +104,7 @@ def read_config(run_dir) -> dict:
 
 def load_run(run_dir, device: str | torch.device = "cpu") -> Run:
     """Rebuild the model from config.json and load its safetensors weights, checking they match."""
-    from safetensors import SafetensorError
+    from safetensors import SafetensorError, safe_open
     from safetensors.torch import load_file
 
     from docattn.models import create_model
@@ -137,8 +138,13 @@ def load_run(run_dir, device: str | torch.device = "cpu") -> Run:
             raise CheckpointError(f"{run_dir}: {WEIGHTS} missing")
         try:
             state = load_file(str(weights))
+            with safe_open(str(weights), "pt") as f:
+                saved_as = (f.metadata() or {}).get("model")  # None: written before the name was kept
         except (SafetensorError, OSError) as err:
             raise CheckpointError(f"{weights}: unreadable or truncated weights ({err})") from None
+        if saved_as is not None and saved_as != name:
+            raise CheckpointError(f"{weights}: weights of model {saved_as!r}, but {CONFIG} says {name!r}; "
+                                  "copy the weights and config.json of one run together")
         try:
             model.load_state_dict(state, strict=True)
         except RuntimeError as err:

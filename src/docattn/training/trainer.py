@@ -131,7 +131,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
 
         def on_best(m, metrics):
             if run_dir is not None:
-                save_weights(m, run_dir / "model.safetensors")
+                save_weights(m, run_dir / "model.safetensors", clf.model_name)
 
         res = fit(model, data.splits["train"], data.splits["valid"], cfg, clf.limits, run_dir, resume, on_best)
         results.update(
