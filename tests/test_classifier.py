@@ -107,6 +107,8 @@ def test_bad_inputs_give_clear_errors(fitted):
         fitted.predict([["a sentence."], "plain"])
     with pytest.raises(DataError, match="document 1 is int, expected str or a list of sentences"):
         fitted.predict([["a sentence."], 5])
+    with pytest.raises(DataError, match="document 1 is empty or whitespace only"):
+        DocumentClassifier("nb").fit(["good", "\x00\x00", "bad"], ["a", "b", "a"])
     with pytest.raises(DataError, match="labels"):
         DocumentClassifier("han").fit(["a", "b"], ["x"])
     with pytest.raises(DataError, match="unseen in training"):

@@ -93,6 +93,20 @@ def test_hcan_cleaning_keeps_alphanumerics_and_sentence_marks():
     assert "," not in vocab.index and '"' not in vocab.index
 
 
+@pytest.mark.parametrize("tokens,message", [
+    (["<pad>", "<unk>", "\x1e", "good", "bad", "good"], "'good' more than once"),
+    (["<pad>", "<unk>", "\x1e", 7], "not a list of strings"),
+    (["good", "bad"], "does not start with"),
+])
+def test_a_malformed_vocabulary_file_is_one_error_naming_it(tmp_path, tokens, message):
+    cfg = TextConfig()
+    Vocabulary.build(documents_to_strings(["good bad"], None, cfg), cfg, min_count=1).save(tmp_path / "v.json")
+    data = json.loads((tmp_path / "v.json").read_text())
+    (tmp_path / "v.json").write_text(json.dumps({**data, "tokens": tokens}))
+    with pytest.raises(CheckpointError, match=f"v\\.json: .*{message}"):
+        Vocabulary.load(tmp_path / "v.json")
+
+
 def test_bad_vocab_inputs(tmp_path):
     with pytest.raises(ConfigError):
         Vocabulary.build(["x"], TextConfig(), min_count=0)

@@ -22,7 +22,7 @@ _TEXT_FIELDS = {f.name for f in fields(TextConfig)}
 
 def _no_empty_documents(corpus: Corpus) -> Corpus:
     """Training and validation documents need text (file readers skip empty ones; fit does not guess)."""
-    empty = next((i for i, t in enumerate(corpus.texts) if not t or t.isspace()), None)
+    empty = next((i for i, t in enumerate(corpus.texts) if not t.replace("\x00", "").strip()), None)  # NUL reads as a space
     if empty is not None:
         raise DataError(f"{corpus.source}: document {empty} is empty or whitespace only; remove it or give it text")
     return corpus

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -208,7 +209,15 @@ class Vocabulary:
     @classmethod
     def from_json(cls, data: dict) -> "Vocabulary":
         try:
-            return cls(data["tokens"], TextConfig.from_json(data["text_config"]), data["min_count"], data["max_size"])
+            tokens = data["tokens"]
+            if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+                raise TypeError("'tokens' is not a list of strings")
+            if tokens[:len(SPECIAL_TOKENS)] != SPECIAL_TOKENS:
+                raise TypeError(f"'tokens' does not start with {SPECIAL_TOKENS}")
+            if len(set(tokens)) < len(tokens):  # two ids for one word: which would its text get?
+                twice = next(t for t, n in Counter(tokens).items() if n > 1)
+                raise TypeError(f"'tokens' holds {twice!r} more than once")
+            return cls(tokens, TextConfig.from_json(data["text_config"]), data["min_count"], data["max_size"])
         except (KeyError, TypeError) as err:
             raise CheckpointError(f"vocabulary JSON is missing or has a malformed field: {err}") from None
 
@@ -223,7 +232,10 @@ class Vocabulary:
             raise CheckpointError(f"{path}: vocabulary file not found") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise CheckpointError(f"{path}: vocabulary is not valid JSON ({err})") from None
-        return cls.from_json(data)
+        try:
+            return cls.from_json(data)
+        except CheckpointError as err:
+            raise CheckpointError(f"{path}: {err}") from None
 
 
 def _batched(items: Iterable[str], size: int = 1000) -> Iterator[list[str]]:
