@@ -42,7 +42,8 @@ def test_bare_command_runs_the_main_job(tmp_path, monkeypatch):
     monkeypatch.setattr(synthetic, "DEFAULT_N_TEST", 60)
     res = CliRunner().invoke(app, [])
     assert res.exit_code == 0, res.output
-    assert "test accuracy" in res.output
+    assert "test accuracy" in res.output and "explanations.json" in res.output
+    assert "next: docattn predict runs/demo FILE" in res.output
     run = tmp_path / "runs" / "demo"
     for name in ("train.jsonl", "test.jsonl", "config.json", "model.safetensors", "explanations.json", "report.html"):
         assert (run / name).is_file(), name

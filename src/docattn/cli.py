@@ -102,7 +102,10 @@ def demo(  # Annotated options keep real defaults: the bare `docattn` calls demo
     write_html(explanations[:20], out / "report.html", title=f"docattn {model} on the embedded corpus")
     clf.results["demo_test_accuracy"] = acc
     clf.save(out)
-    console.print(f"run directory {out}: config.json, vocab.json, model.safetensors, metrics.csv, report.html")
+    console.print(f"run directory {out}: config.json, vocab.json, model.safetensors, metrics.csv, explanations.json, "
+                  f"and report.html (the attention of {len(explanations[:20])} test documents: open it in a browser)")
+    console.print(f"next: docattn predict {out} FILE  |  docattn explain {out} --data {out}/test.jsonl --html report.html  "
+                  f"|  docattn evaluate {out} --data {out}/test.jsonl")
 
 
 @app.command()
