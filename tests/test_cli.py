@@ -332,3 +332,11 @@ def test_train_says_what_the_readers_skipped_or_decoded(tmp_path):
     res = run_cli("train", "--train", str(tmp_path / "data"), "--out", str(tmp_path / "run"), "--epochs", "1", *TINY, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "skipped empty documents: 1" in res.stderr and "not UTF-8, read as Latin-1" in res.stderr
+
+
+def test_data_stats_says_when_a_quoted_tsv_field_holds_a_line_break_and_a_tab(tmp_path):
+    path = tmp_path / "d.tsv"
+    path.write_text('text\tlabel\n"Brilliant film\tpos\nawful ending"\tneg\nfine\tpos\n')
+    res = CliRunner().invoke(app, ["data", "stats", str(path)])
+    assert res.exit_code == 0, res.output
+    assert "quoted text holds a line break and a tab: 1 (first:" in res.output and 'double it ("")' in res.output

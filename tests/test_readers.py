@@ -96,16 +96,17 @@ def test_tsv_quoted_by_a_csv_writer_or_not_at_all(tmp_path, monkeypatch):
         read_corpus(write(tmp_path / "b.csv", bare.replace("\t", ",")))
 
 
-def test_tsv_bare_quote_closing_before_a_tab_does_not_merge_records(tmp_path):
-    """A bare opening quote whose partner sits just before a tab parses as quoted CSV, one field
-    swallowing whole records; read without quotes instead, unless that cannot read the file."""
-    bare = 'text\tlabel\n"Brilliant film, go see it\tpos\nawful ending"\tneg\nfine\tpos\n'
-    corpus = read_corpus(write(tmp_path / "b.tsv", bare))
-    assert corpus.texts == ['"Brilliant film, go see it', 'awful ending"', "fine"]
-    assert corpus.labels == ["pos", "neg", "pos"]
-    quoted = 'text\tlabel\n"two\nlines\twith a tab"\tneg\nplain\tpos\n'  # a csv writer's real field
-    corpus = read_corpus(write(tmp_path / "q.tsv", quoted))
-    assert corpus.texts == ["two\nlines\twith a tab", "plain"] and corpus.labels == ["neg", "pos"]
+def test_tsv_quoted_field_with_a_line_break_and_a_tab_is_one_field_and_is_counted(tmp_path):
+    """A csv writer's field "Title<TAB>subtitle<LF>body" and a bare quote whose partner sits before a
+    tab look the same; both read as CSV quoting says, and the stats count them so it is not silent."""
+    written = 'text\tlabel\n"Title\tsubtitle\nbody text"\tpos\n"He said ""hi"""\tneg\n'
+    corpus = read_corpus(write(tmp_path / "w.tsv", written))
+    assert corpus.texts == ["Title\tsubtitle\nbody text", 'He said "hi"'] and corpus.labels == ["pos", "neg"]
+    assert corpus.stats["quoted_tab_breaks"] == 1 and corpus.stats["first_quoted_tab_break"].endswith("w.tsv:2-3")
+    plain = read_corpus(write(tmp_path / "p.tsv", 'text\tlabel\n"two\nlines"\tneg\nplain\tpos\n'))
+    assert "quoted_tab_breaks" not in plain.stats  # a line break alone is an ordinary quoted field
+    commas = read_corpus(write(tmp_path / "c.csv", 'text,label\n"a,\nb\tc",pos\nd,neg\n'))
+    assert "quoted_tab_breaks" not in commas.stats  # CSV files: only tabs inside TSV fields are in doubt
 
 
 # --------------------------------------------------------------------------- jsonl

@@ -269,6 +269,12 @@ def _print_skipped(console, info: dict) -> None:
         console.print(f"skipped empty documents: {empty}")
     if decoded:
         console.print(f"documents that were not UTF-8, read as Latin-1 (or with U+FFFD, as errors= says): {decoded}")
+    spans = [v for v in skipped.values() if v.get("quoted_tab_breaks")]
+    if spans:
+        console.print(f"TSV records whose quoted text holds a line break and a tab: "
+                      f"{sum(int(v['quoted_tab_breaks']) for v in spans)} (first: {spans[0]['first_quoted_tab_break']}); "
+                      "each was read as one field, as CSV quoting says. If a quote there was meant as a plain "
+                      'character, the records up to its partner were merged: double it ("") or quote the field')
     links = max((int(v.get("skipped_links", 0)) for v in skipped.values()), default=0)
     if links:
         console.print(f"links in the archive whose target it does not hold, not read: {links} "

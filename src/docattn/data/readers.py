@@ -553,31 +553,27 @@ def _read_csv(source: _Source) -> Corpus:
 def _read_tsv(source: _Source) -> Corpus:
     """Tab-separated values, quoted as a CSV writer quotes them (pandas) or not at all (GLUE, most
     tools): a file that does not parse as quoted, a text field starting with a bare quote say, is
-    read again with quotes as ordinary characters. So is one where a quoted field holds both a line
-    break and a tab, when it reads without quotes: a bare opening quote whose partner happened to sit
-    before a tab, which would otherwise merge the records between them into one document."""
+    read again with quotes as ordinary characters. A quoted field holding both a line break and a
+    tab reads as CSV quoting says, one field, but is counted (``stats["quoted_tab_breaks"]``, with the
+    first one's lines): a bare opening quote whose partner happened to sit before a tab looks the
+    same, and merges the records between them, so it is said, never silent."""
     if source.open is _stdin:  # read twice at most, so keep what stdin gave
         with _opened(source) as stream:
             data = stream.read()
         source = dataclasses.replace(source, open=lambda: contextlib.nullcontext(
             io.BytesIO(data) if isinstance(data, bytes) else io.StringIO(data)))
     try:
-        return _read_delimited(source, "\t", merges_records=True)
+        return _read_delimited(source, "\t")
     except _QuotingError:
-        try:
-            return _read_delimited(source, "\t", quoted=False)
-        except DataError:  # unreadable without quotes: fields spanning lines and tabs were real ones
-            return _read_delimited(source, "\t")
+        return _read_delimited(source, "\t", quoted=False)
 
 
 class _QuotingError(DataError):
     """A record the csv module could not parse with quotes."""
 
 
-def _read_delimited(source: _Source, default_delimiter: str, quoted: bool = True,
-                    merges_records: bool = False) -> Corpus:
-    """Chosen text column(s) and a label column, by header name or 0-based index; with
-    ``merges_records``, a quoted field holding a line break and the delimiter is a quoting error."""
+def _read_delimited(source: _Source, default_delimiter: str, quoted: bool = True) -> Corpus:
+    """Chosen text column(s) and a label column, by header name or 0-based index."""
     options = source.options
     delimiter = options.get("delimiter") or default_delimiter
     if not isinstance(delimiter, str) or len(delimiter) != 1:
@@ -592,7 +588,8 @@ def _read_delimited(source: _Source, default_delimiter: str, quoted: bool = True
 
     docs = _Documents(source.name, options.get("on_empty", "skip"))
     with _opened(source) as stream:
-        rows = _csv_rows(_source_lines(stream, source, docs.stats), source.name, delimiter, quoted, merges_records)
+        rows = _csv_rows(_source_lines(stream, source, docs.stats), source.name, delimiter, quoted,
+                         docs.stats if quoted and delimiter == "\t" else None)
         sample = list(islice(rows, _SAMPLE_ROWS))
         if not sample:
             raise DataError(f"no documents in {source.name}")
@@ -631,8 +628,9 @@ def _integer_labels(labels: list[str]) -> list:
 
 
 def _csv_rows(lines: Iterator[str], source: str, delimiter: str, quoted: bool = True,
-              merges_records: bool = False) -> Iterator[tuple[int, list[str]]]:
-    """(first line number, fields) of each non-blank record; quoting errors name the line."""
+              stats: dict | None = None) -> Iterator[tuple[int, list[str]]]:
+    """(first line number, fields) of each non-blank record; quoting errors name the line. With
+    ``stats``, records whose quoted field holds a line break and the delimiter are counted there."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # documents are longer than the 128 KiB default
     if quoted:
         reader = csv.reader(lines, delimiter=delimiter, strict=True)
@@ -646,8 +644,9 @@ def _csv_rows(lines: Iterator[str], source: str, delimiter: str, quoted: bool = 
             return
         except csv.Error as error:
             raise _QuotingError(f"{source}:{start}: malformed CSV record ({error})") from None
-        if merges_records and reader.line_num > start and any(_spans_records(f, delimiter) for f in row):
-            raise _QuotingError(f"{source}:{start}-{reader.line_num}: one quoted field holds whole records")
+        if stats is not None and reader.line_num > start and any(_spans_records(f, delimiter) for f in row):
+            stats["quoted_tab_breaks"] = stats.get("quoted_tab_breaks", 0) + 1
+            stats.setdefault("first_quoted_tab_break", f"{source}:{start}-{reader.line_num}")
         if row:
             yield start, row
 
