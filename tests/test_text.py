@@ -77,6 +77,9 @@ def test_han_characters_are_tokens_of_their_own():
     assert vocab.tokenize("これは映画です。") == ["これは", "映", "画", "です", "。"]
     assert vocab.tokenize("Don't stop: 한국어 문장, naïve café مرحبا") == [
         "don't", "stop", ":", "한국어", "문장", ",", "naïve", "café", "مرحبا"]
+    saved_before = Vocabulary.from_json({**vocab.to_json(), "text_config": {
+        k: v for k, v in vocab.to_json()["text_config"].items() if k != "han_characters"}})
+    assert saved_before.tokenize("这部电影很好看") == ["这部电影很好看"]  # as it was trained: its vocabulary holds clauses
 
 
 def test_max_vocab_size():

@@ -22,7 +22,7 @@ from docattn.errors import ConfigError, DataError, DocattnError, checked_fields
 CACHE_VERSION = 6  # 2: text that is not UTF-8 is read as Latin-1 (folders) or refused (line files), no U+FFFD
 # 3: TextConfig.caseless_sentences (lowercased text split at . ! ?); 4: Zhang CSV fields as sentences, AG's backslash breaks,
 # folder labels from the folder under the split; 5: fastText integer labels as ints, numeric folder classes in numeric order
-# 6: each Han character a token
+# 6: each Han character a token (TextConfig.han_characters)
 
 
 @dataclass

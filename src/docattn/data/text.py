@@ -22,10 +22,11 @@ PAD, UNK, SEP = 0, 1, 2
 PAD_TOKEN, UNK_TOKEN, SEP_TOKEN = "<pad>", "<unk>", "\x1e"
 SPECIAL_TOKENS = [PAD_TOKEN, UNK_TOKEN, SEP_TOKEN]
 
-# a word is letters/digits with inner apostrophes ("don't"); any other non-space char stands alone.
-# Chinese and Japanese put no spaces between words, so each Han character is a token of its own
-# (as BERT's tokenizer does); else a clause of Chinese would be one token, seen once and then <unk>
-WORD_PATTERN = r"\p{Han}|(?:(?!\p{Han})\w)+(?:'(?:(?!\p{Han})\w)+)*|[^\w\s]"
+# a word is letters/digits with inner apostrophes ("don't"); any other non-space char stands alone
+WORD_PATTERN = r"\w+(?:'\w+)*|[^\w\s]"
+# the same, with each Han character a token of its own (as BERT's tokenizer does): Chinese and
+# Japanese put no spaces between words, so a clause of Chinese would be one token, seen once, then <unk>
+HAN_WORD_PATTERN = r"\p{Han}|(?:(?!\p{Han})\w)+(?:'(?:(?!\p{Han})\w)+)*|[^\w\s]"
 # HCAN's rule: lowercase, keep alphanumerics and . ! ? (which end sentences), drop the rest
 HCAN_DROP_PATTERN = "[^\\p{L}\\p{N}.!?\\s\x1e]"
 
@@ -45,6 +46,7 @@ class TextConfig:
     # were capitalised: blingfire only ends a sentence before a capital, so "it was bad . i left ."
     # stayed one sentence, and HAN read each lowercased document as one long sentence
     caseless_sentences: bool = True
+    han_characters: bool = True  # each Han character a token (HAN_WORD_PATTERN)
 
     def __post_init__(self):
         checked_fields(self)
@@ -59,7 +61,7 @@ class TextConfig:
 
 
 # what a saved TextConfig without these fields meant (runs and caches written before they existed)
-LEGACY_TEXT = {"paragraphs": False, "caseless_sentences": False}
+LEGACY_TEXT = {"paragraphs": False, "caseless_sentences": False, "han_characters": False}
 PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")  # a blank (or whitespace-only) line
 
 
@@ -138,7 +140,8 @@ def _base_tokenizer(config: TextConfig, vocab: dict[str, int] | None):
         steps.append(normalizers.Replace(Regex(HCAN_DROP_PATTERN), " "))
     if steps:
         tok.normalizer = normalizers.Sequence(steps)
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="removed", invert=True)
+    pattern = HAN_WORD_PATTERN if config.han_characters else WORD_PATTERN
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="removed", invert=True)
     return tok
 
 
