@@ -366,6 +366,9 @@ def test_scikit_learn_clones_and_cross_validates_it(tmp_path):
     assert clf.get_params() == {"model": "logreg-l1", "min_df": 1, "alpha": 0.5} and clf.hparams["alpha"] == 0.5
     with pytest.raises(ConfigError, match="unknown option 'alpah'"):
         clf.set_params(alpah=1)
+    with pytest.raises(ConfigError, match="unknown option 'alpha' for kim-cnn"):
+        clf.set_params(model="kim-cnn")
+    assert clf.get_params() == {"model": "logreg-l1", "min_df": 1, "alpha": 0.5}  # refused: unchanged
     loaded = DocumentClassifier.load(DocumentClassifier("nb", min_df=1, alpha=0.3).fit(texts, labels).save(tmp_path / "r"))
     again = clone(loaded)  # the loaded run's settings, unfitted
     assert again.model is None and again.hparams["alpha"] == 0.3 and again.hparams["min_df"] == 1

@@ -100,7 +100,8 @@ class DocumentClassifier:
     def set_params(self, **params) -> "DocumentClassifier":
         """Change constructor arguments; the classifier starts again unfitted, as the new options require."""
         options = {**self._options, **params}
-        self.__init__(options.pop("model", self.model_name), **options)
+        fresh = type(self)(options.pop("model", self.model_name), **options)  # refused options change nothing
+        self.__dict__.update(fresh.__dict__)
         return self
 
     def __sklearn_tags__(self):
