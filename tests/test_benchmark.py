@@ -254,5 +254,6 @@ def test_an_interrupted_benchmark_says_what_it_keeps(tmp_path, monkeypatch):
     again = pickle.loads(pickle.dumps(caught))
     assert (str(again), again.signal, again.where) == (message, caught.signal, caught.where) and caught.signal == 2
     assert message.startswith("kim-cnn seed 3: training stopped by SIGINT in epoch 2 of 2")
-    assert message.endswith("results.json keeps the models whose seeds had all finished; run the others again with --models")
+    assert message.endswith("results.json keeps the models whose seeds had all finished; run the others with --models "
+                            "into another --out (a run into this one replaces its results.json)")
     assert "--resume" not in message

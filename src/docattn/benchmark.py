@@ -69,6 +69,11 @@ def _param_count(model) -> int | None:
     return None
 
 
+# what an interrupted benchmark keeps, and how to go on without losing it
+KEPT = ("results.json keeps the models whose seeds had all finished; run the others with --models into "
+        "another --out (a run into this one replaces its results.json)")
+
+
 def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedData], seed: int, options: dict,
             run_dir: Path | None) -> dict:
     """Train and test one model with one seed; the figures of one benchmark trial.
@@ -94,8 +99,7 @@ def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedDa
         except Diverged as err:  # a trial that diverged is a result (no accuracy), not the end of the benchmark
             diverged = str(err)
         except Interrupted as err:  # the benchmark has no --resume: say what is kept and how to go on
-            raise Interrupted(f"{model} seed {seed}: {err.where}. results.json keeps the models whose seeds "
-                              "had all finished; run the others again with --models", err.signal, err.where) from None
+            raise Interrupted(f"{model} seed {seed}: {err.where}. {KEPT}", err.signal, err.where) from None
     wall = time.perf_counter() - t0
     res = clf.results if diverged is None else {}
     test = res.get("test", {})
@@ -378,9 +382,13 @@ def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings
             try:
                 for model in models:  # rows in the order asked for, each written once its seeds are done
                     finish(model, [done(model, futures[(model, seed)].result()) for seed in seeds])
-            except BaseException:
+            except BaseException as err:
                 for f in futures.values():
                     f.cancel()
+                if isinstance(err, KeyboardInterrupt):  # Ctrl-C reaches this process while it waits on the workers
+                    import signal
+
+                    raise Interrupted(f"benchmark stopped by SIGINT. {KEPT}", int(signal.SIGINT)) from None
                 raise
     plot_curves(rows, out / "curves.png", title)
     return rows
