@@ -182,7 +182,7 @@ def test_a_diverging_trial_is_a_result_and_tune_goes_on(tmp_path, monkeypatch):
     data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
     kim = dict(embeddings="random", embedding_dim=16, max_epochs=1, optimizer="adam", min_count=2)
     trial = run_one("kim-cnn", data, 0, {**kim, "lr": 1e12}, None)
-    assert trial["diverged"].startswith("training diverged") and trial["test_accuracy"] is None
+    assert trial["diverged"].startswith("training diverged") and trial["test_accuracy"] is None and trial["parameters"] > 0
     row = summarize("kim-cnn", [trial])
     assert row["diverged_seeds"] == [0] and "diverged: seed 0" in markdown_table([row], "t")
     path = tmp_path / "train.jsonl"
@@ -234,6 +234,14 @@ def test_an_interrupted_tune_keeps_its_finished_trials_and_resumes(tmp_path, mon
     assert epochs == ["0", "1"]  # its first epoch was not trained again
     res = CliRunner().invoke(app, args[:-1] + ["min_count=3", "--resume"])
     assert res.exit_code != 0 and "searched with other settings (options" in str(res.exception)
+    moved = tmp_path / "elsewhere.jsonl"  # the same data by another path; a setting that changes no result
+    moved.write_bytes(path.read_bytes())
+    again = [moved if a == str(path) else a for a in args] + ["--set", "loader_workers=0", "--resume"]
+    res = CliRunner().invoke(app, [str(a) for a in again])
+    assert res.exit_code == 0 and res.output.count("kept from tune.json") == 2, res.output
+    moved.write_text(moved.read_text().replace("the", "a"))  # other data under that path: not comparable
+    res = CliRunner().invoke(app, [str(a) for a in again])
+    assert res.exit_code != 0 and "searched with other settings (data" in str(res.exception)
 
 
 def test_an_interrupted_benchmark_says_what_it_keeps(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 from docattn.classifier import DocumentClassifier
 from docattn.data import synthetic
 from docattn.data.prepare import DataSettings, prepare
-from docattn.errors import ConfigError, DataError
+from docattn.errors import ConfigError, DataError, Interrupted
 
 TINY = dict(embedding_dim=16, hidden_size=8, context_dim=8, progress=False, min_count=2)
 
@@ -37,10 +37,12 @@ def test_resume_asking_fewer_epochs_than_trained_is_refused_before_anything_is_w
     run = tmp_path / "run"
     DocumentClassifier("han", max_epochs=2, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(data, run_dir=run)
     before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
-    with pytest.raises(ConfigError, match=r"has already trained 2 epoch\(s\); give --epochs 3 or more .*now: 1"):
-        DocumentClassifier("han", max_epochs=1, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(
-            data, run_dir=run, resume=True)
-    assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    for epochs in (1, 2):  # fewer, or as many: either way nothing is left to train
+        with pytest.raises(ConfigError, match=rf"has already trained 2 epoch\(s\), nothing is left to resume; give "
+                                              rf"--epochs 3 or more .*now: {epochs}"):
+            DocumentClassifier("han", max_epochs=epochs, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(
+                data, run_dir=run, resume=True)
+        assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
 def test_a_failed_fit_leaves_the_classifier_as_it_was(data, monkeypatch):
@@ -56,9 +58,11 @@ def test_a_failed_fit_leaves_the_classifier_as_it_was(data, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", interrupt)
-    with pytest.raises(BaseException):
+    text, vocab, results = clf.data_settings.text, clf.vocab, clf.results
+    with pytest.raises(Interrupted, match="training stopped by SIGINT"):
         clf.fit(other["train"].texts, [f"new-{y}" for y in other["train"].labels])
-    assert clf.model is model and clf.classes_ == classes
+    assert clf.model is model and clf.classes_ == classes and clf.vocab is vocab and clf.results is results
+    assert clf.data_settings.text is text
     np.testing.assert_array_equal(clf.predict_proba(texts), expected)
 
 

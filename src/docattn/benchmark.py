@@ -98,6 +98,9 @@ def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedDa
             clf.fit_prepared(data, run_dir=run_dir)
         except Diverged as err:  # a trial that diverged is a result (no accuracy), not the end of the benchmark
             diverged = str(err)
+            from docattn.models import create_model  # fit left no model: the row still says how big it is
+
+            size = create_model(model, vocab_size=len(data.vocab), num_classes=len(data.labels), **clf.hparams)
         except Interrupted as err:  # the benchmark has no --resume: say what is kept and how to go on
             raise Interrupted(f"{model} seed {seed}: {err.where}. {KEPT}", err.signal, err.where) from None
     wall = time.perf_counter() - t0
@@ -117,7 +120,7 @@ def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedDa
                                   else 1000.0 * train_s / n_train if train_s is not None else None),
         "train_docs_per_s": res.get("train_docs_per_s"),
         "inference_docs_per_s": test.get("inference_docs_per_s"),
-        "parameters": _param_count(clf.model) if clf.model is not None else None,
+        "parameters": _param_count(clf.model if diverged is None else size),
         # GPU: the most tensor memory allocated; CPU: the process's peak RSS during the trial
         # (data, libraries and model together: compare models by differences)
         "peak_memory_mb": (torch.cuda.max_memory_allocated() / 2**20) if torch.cuda.is_available() else rss.peak,

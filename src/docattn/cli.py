@@ -469,14 +469,17 @@ def tune(
     data = prepare_paths(_resolve(train), valid and _resolve(valid), None, base.data_settings,
                          _reader_options(fmt, text_col, label_col))
     data.splits.pop("test", None)
-    search = {"model": model, "train": train, "valid": valid, "options": json.loads(json.dumps(options, default=str))}
+    # what makes trials comparable: the model, the data's content and the options that change training
+    search = {"model": model, "data": [_content(p) for p in (train, valid) if p],
+              "options": json.loads(json.dumps({k: v for k, v in options.items() if k not in _RUN_ONLY}, default=str))}
     kept = _tune_trials_kept(out, search) if resume else {}
     trials = []
 
-    def record(**extra) -> None:  # after every trial, so an interrupted search keeps what it found
+    def record(**extra) -> None:  # before and after every trial, so an interrupted search keeps what it found
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "tune.json", {**search, "trials": trials, **extra})
 
+    record(complete=False)
     for rate in rates:
         if f"{rate:g}" in kept:
             trials.append(kept[f"{rate:g}"])
@@ -484,7 +487,7 @@ def tune(
             continue
         clf = DocumentClassifier(model, **{**options, "lr": rate})
         try:
-            clf.fit_prepared(data, run_dir=out / f"lr={rate:g}", resume=resume)
+            clf.fit_prepared(data, run_dir=out / f"lr={rate:g}", resume=resume and _unfinished(out / f"lr={rate:g}", clf))
         except Diverged as err:  # too high a rate is a finding of the search, not the end of it
             trials.append({"lr": rate, "diverged": str(err), "run": str(out / f"lr={rate:g}")})
             console.print(f"lr {rate:g}: diverged before its first validation")
@@ -511,6 +514,27 @@ def tune(
         table.add_row(f"{t['lr']:g}", f"{t.get('val_acc', float('nan')):.4f}", f"{t.get('val_macro_f1', float('nan')):.4f}", str(t.get("epoch")))
     console.print(table)
     console.print(f"best lr: {best_trial['lr']:g} (run {best_trial['run']})")
+
+
+# options that change where and how a run is shown or spread, never what it learns
+_RUN_ONLY = {"accelerator", "devices", "num_nodes", "strategy", "loader_workers", "progress", "progress_lines"}
+
+
+def _content(path: str) -> str:
+    """A data source as its content hash (the same file from another folder or path is the same data)."""
+    from docattn.data.encoding import fingerprint_path
+
+    return path if path == "-" else fingerprint_path(_resolve(path))
+
+
+def _unfinished(run_dir: Path, clf) -> bool:
+    """Whether a tune trial's resume checkpoint has epochs left; one that trained them all was cut
+    short while it was tested or saved, and trains again rather than keep half-written results."""
+    from docattn.training.engine import trained_epochs
+    from docattn.training.run import resume_checkpoint
+
+    done = trained_epochs(resume_checkpoint(run_dir)) if resume_checkpoint(run_dir).exists() else None
+    return done is None or done < clf.train_config.max_epochs
 
 
 def _tune_trials_kept(out: Path, search: dict) -> dict:

@@ -279,11 +279,12 @@ def trained_epochs(checkpoint: Path) -> int | None:
 
 
 def check_resumable(checkpoint: Path, max_epochs: int) -> None:
-    """Refuse, before anything is written, a resume asking for fewer epochs than the run has trained."""
+    """Refuse, before anything is written, a resume with no epoch left to train: it would train
+    nothing and rewrite the run's config.json without its history."""
     done = trained_epochs(checkpoint)
-    if done is not None and max_epochs < done:
-        raise ConfigError(f"--resume: {checkpoint} has already trained {done} epoch(s); give --epochs {done + 1} "
-                          f"or more to train more (now: {max_epochs})")
+    if done is not None and max_epochs <= done:
+        raise ConfigError(f"--resume: {checkpoint} has already trained {done} epoch(s), nothing is left to resume; "
+                          f"give --epochs {done + 1} or more to train more (now: {max_epochs})")
 
 
 class DivergenceGuard(Callback):
