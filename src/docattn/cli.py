@@ -477,7 +477,9 @@ def tune(
 
     def record(**extra) -> None:  # before and after every trial, so an interrupted search keeps what it found
         out.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(out / "tune.json", {**search, "trials": trials, **extra})
+        listed = {f"{t['lr']:g}" for t in trials}  # kept trials not reached yet stay recorded too
+        write_json_atomic(out / "tune.json", {**search, "trials": trials + [t for r, t in kept.items() if r not in listed],
+                                              **extra})
 
     record(complete=False)
     for rate in rates:
