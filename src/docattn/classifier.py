@@ -232,7 +232,7 @@ class DocumentClassifier:
         """A saved run on ``device`` ("cpu", "cuda", "cuda:1"; "gpu" means "cuda")."""
         import torch
 
-        from docattn.training.run import load_run
+        from docattn.training.run import load_run, settings_as_options
 
         device = "cuda" + device[3:] if str(device).startswith("gpu") else device
         if str(device).startswith("cuda") and not torch.cuda.is_available():
@@ -243,8 +243,7 @@ class DocumentClassifier:
         clf.model_name, clf.model, clf.vocab, clf.labels = run.model_name, run.model, run.vocab, run.labels
         clf.data_settings, clf.train_config = run.data, run.training
         clf.hparams = run.config.get("hparams", {})
-        data = {k: v for k, v in asdict(run.data).items() if k != "text"}
-        clf._options = {**asdict(run.training), **data, **asdict(run.data.text), **clf.hparams}
+        clf._options = settings_as_options(run.data, run.training, clf.hparams)
         clf.results = run.config.get("results", {})
         clf._run_dir = Path(path).resolve()
         return clf

@@ -244,14 +244,12 @@ def _note_unused_options(console, clf, options: dict) -> None:
             console.print(f"note: --{key.replace('_', '-')} has no effect on {clf.model_name!r}, which reads documents as {reads}")
     if get_spec(clf.model_name).layout != "bag":
         return
-    from dataclasses import fields
-
     from docattn.models import create_model
     from docattn.training.config import TrainConfig
 
     model = create_model(clf.model_name, vocab_size=4, num_classes=2, **clf.hparams)  # a bag model is tiny to build
     if hasattr(model, "fit_encoded"):  # fitted in one call (scikit-learn, the fastText library), not by the training engine
-        engine = {f.name for f in fields(TrainConfig)} - {"seed", "progress", "progress_lines"}
+        engine = TrainConfig.field_names() - {"seed", "progress", "progress_lines"}
         ignored = sorted(k for k in options if k in engine)
         if ignored:
             own = ", ".join(f"{k}={v}" for k, v in model.hparams().items()) or "none"
@@ -281,28 +279,29 @@ def _print_skipped(console, info: dict) -> None:
                       "(archive the files themselves, e.g. tar --dereference)")
 
 
-# options --resume may change: how long and how fast to go on, where, and how loudly
-_RESUME_FREE = {"max_epochs", "max_time", "patience", "accelerator", "devices", "num_nodes", "strategy", "precision",
-                "loader_workers", "progress", "progress_lines", "val_every_n_steps", "val_per_epoch"}
+# options that change where and how a run is shown or spread, never what it learns
+_RUN_ONLY = {"accelerator", "devices", "num_nodes", "strategy", "loader_workers", "progress", "progress_lines"}
+# options --resume may change besides: how long and how fast to go on
+_RESUME_FREE = _RUN_ONLY | {"max_epochs", "max_time", "patience", "precision", "val_every_n_steps", "val_per_epoch"}
 
 
 def _resume_options(out: Path, model: Optional[str], options: dict) -> tuple[str, dict]:
     """The interrupted run's model and settings, with the options given now on top; an option that
     would change the model or its data (the checkpoint could not be loaded into it) is an error."""
     from docattn.data.prepare import DataSettings
-    from docattn.training.run import read_config
+    from docattn.training.config import TrainConfig
+    from docattn.training.run import read_config, settings_as_options
 
     config = read_config(out)
     try:
-        saved_model, hparams = config["model"], dict(config["hparams"])
-        data = DataSettings.from_json(config["data"]).to_json()  # fills what older runs did not record
-        text = data.pop("text")
-        saved = {**data, **text, **config["training"]}
-    except (KeyError, TypeError, AttributeError) as err:
+        saved_model = config["model"]
+        # from_json fills what older runs did not record
+        saved = settings_as_options(DataSettings.from_json(config["data"]), TrainConfig.from_json(config["training"]),
+                                    dict(config["hparams"]))
+    except (KeyError, TypeError, AttributeError, ValueError, DocattnError) as err:
         raise DocattnError(f"{out / 'config.json'}: cannot resume, malformed field {err}") from None
     if model is not None and model != saved_model:
         raise DocattnError(f"{out} is a {saved_model!r} run: --resume cannot continue it as {model!r}")
-    saved = {**saved, **hparams}
     changed = sorted(k for k, v in options.items() if k not in _RESUME_FREE and k in saved and _differs(saved[k], v))
     unknown = sorted(k for k in options if k not in saved and k not in _RESUME_FREE)
     if changed or unknown:
@@ -470,7 +469,7 @@ def tune(
                          _reader_options(fmt, text_col, label_col))
     data.splits.pop("test", None)
     # what makes trials comparable: the model, the data's content and the options that change training
-    search = {"model": model, "data": [_content(p) for p in (train, valid) if p],
+    search = {"model": model, "data": data.info["inputs"],
               "options": json.loads(json.dumps({k: v for k, v in options.items() if k not in _RUN_ONLY}, default=str))}
     kept = _tune_trials_kept(out, search) if resume else {}
     trials = []
@@ -518,25 +517,17 @@ def tune(
     console.print(f"best lr: {best_trial['lr']:g} (run {best_trial['run']})")
 
 
-# options that change where and how a run is shown or spread, never what it learns
-_RUN_ONLY = {"accelerator", "devices", "num_nodes", "strategy", "loader_workers", "progress", "progress_lines"}
-
-
-def _content(path: str) -> str:
-    """A data source as its content hash (the same file from another folder or path is the same data)."""
-    from docattn.data.encoding import fingerprint_path
-
-    return path if path == "-" else fingerprint_path(_resolve(path))
-
-
 def _unfinished(run_dir: Path, clf) -> bool:
     """Whether a tune trial's resume checkpoint has epochs left; one that trained them all was cut
     short while it was tested or saved, and trains again rather than keep half-written results."""
-    from docattn.training.engine import trained_epochs
+    from docattn.training.engine import check_resumable
     from docattn.training.run import resume_checkpoint
 
-    done = trained_epochs(resume_checkpoint(run_dir)) if resume_checkpoint(run_dir).exists() else None
-    return done is None or done < clf.train_config.max_epochs
+    try:
+        check_resumable(resume_checkpoint(run_dir), clf.train_config.max_epochs)
+    except DocattnError:
+        return False
+    return True
 
 
 def _tune_trials_kept(out: Path, search: dict) -> dict:

@@ -157,10 +157,12 @@ def prepare_paths(
         try:
             folder = cached(key, build, cache_dir)
             try:
-                return _load_prepared(folder, mmap=True)
+                data = _load_prepared(folder, mmap=True)
             except (DocattnError, ValueError, KeyError, OSError):  # a damaged entry (a truncated file...): build it again
                 shutil.rmtree(folder, ignore_errors=True)
-                return _load_prepared(cached(key, build, cache_dir), mmap=True)
+                data = _load_prepared(cached(key, build, cache_dir), mmap=True)
+            data.info["inputs"] = key_parts["inputs"]  # content hashes: what tune --resume compares
+            return data
         except PermissionError as err:  # a read-only cache folder: work without it, and say so
             unwritable = f"{err.filename or cache_dir}: not writable"
     else:
@@ -171,6 +173,7 @@ def prepare_paths(
         build(Path(tmp))
         data = _load_prepared(Path(tmp), mmap=False)
     data.info.pop("cache", None)  # nothing was kept, so word2vec vectors are not cached either
+    data.info["inputs"] = key_parts["inputs"]
     if unwritable:
         data.info["cache_error"] = unwritable
     return data

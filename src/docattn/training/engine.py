@@ -566,11 +566,8 @@ def fit(
             raise
         raise CheckpointError(f"{ckpt_path}: cannot resume from this checkpoint ({str(err).strip().splitlines()[0][:200]}); "
                               "delete it to start the run again") from None
-    except MisconfigurationException as err:  # e.g. resuming a run that already trained more epochs than asked
-        message = str(err).strip().splitlines()[0]
-        if ckpt_path is not None and "max_epochs" in message:
-            check_resumable(Path(ckpt_path), cfg.max_epochs)
-        raise ConfigError(f"training options: {message}") from None
+    except MisconfigurationException as err:  # (a resume with no epoch left is refused before, by check_resumable)
+        raise ConfigError(f"training options: {str(err).strip().splitlines()[0]}") from None
     except (SIGTERMException, SystemExit, KeyboardInterrupt) as err:
         # Lightning turns SIGTERM into a SystemExit without a code (exit status 0: "success") and
         # Ctrl-C into exit(1); both become one error that says where the run stands

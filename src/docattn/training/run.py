@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -22,6 +22,14 @@ CONFIG, VOCAB, WEIGHTS, METRICS = "config.json", "vocab.json", "model.safetensor
 def resume_checkpoint(run_dir: Path) -> Path:
     """Where a run's ``--resume`` checkpoint lives (written by the engine's ``ResumePoint``)."""
     return run_dir / "checkpoints" / "last.ckpt"
+
+
+def settings_as_options(data: DataSettings, training: TrainConfig, hparams: dict) -> dict:
+    """A run's saved settings as the keyword options ``DocumentClassifier`` takes: training, data, text
+    and model hyper-parameters in one flat dict (what ``--resume`` and ``load().get_params()`` start from)."""
+    flat = data.to_json()
+    text = flat.pop("text")
+    return {**asdict(training), **flat, **text, **hparams}
 
 
 @dataclass
@@ -105,7 +113,6 @@ def read_config(run_dir) -> dict:
 def load_run(run_dir, device: str | torch.device = "cpu") -> Run:
     """Rebuild the model from config.json and load its safetensors weights, checking they match."""
     from safetensors import SafetensorError, safe_open
-    from safetensors.torch import load_file
 
     from docattn.models import create_model
 
@@ -137,14 +144,14 @@ def load_run(run_dir, device: str | torch.device = "cpu") -> Run:
         if not weights.exists():
             raise CheckpointError(f"{run_dir}: {WEIGHTS} missing")
         try:
-            state = load_file(str(weights))
             with safe_open(str(weights), "pt") as f:
                 saved_as = (f.metadata() or {}).get("model")  # None: written before the name was kept
+                if saved_as is not None and saved_as != name:
+                    raise CheckpointError(f"{weights}: weights of model {saved_as!r}, but {CONFIG} says {name!r}; "
+                                          "copy the weights and config.json of one run together")
+                state = {k: f.get_tensor(k) for k in f.keys()}
         except (SafetensorError, OSError) as err:
             raise CheckpointError(f"{weights}: unreadable or truncated weights ({err})") from None
-        if saved_as is not None and saved_as != name:
-            raise CheckpointError(f"{weights}: weights of model {saved_as!r}, but {CONFIG} says {name!r}; "
-                                  "copy the weights and config.json of one run together")
         try:
             model.load_state_dict(state, strict=True)
         except RuntimeError as err:
