@@ -66,6 +66,27 @@ def test_a_failed_fit_leaves_the_classifier_as_it_was(data, monkeypatch):
     np.testing.assert_array_equal(clf.predict_proba(texts), expected)
 
 
+def test_a_new_run_interrupted_before_its_first_validation_does_not_keep_the_old_runs_weights(data, tmp_path, monkeypatch):
+    """Training again into a run folder rewrites config.json and vocab.json at once; the earlier run's
+    weights must not stay beside them, where they would load as the new run's model."""
+    from docattn.errors import CheckpointError
+    from docattn.training import engine
+    from docattn.training.run import load_run
+
+    run = tmp_path / "run"
+    DocumentClassifier("han", max_epochs=1, embeddings="random", **TINY).fit_prepared(data, run_dir=run)
+    assert load_run(run).model_name == "han"
+
+    def interrupt(self, trainer, pl_module):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", interrupt)
+    with pytest.raises(Interrupted, match="nothing to resume"):
+        DocumentClassifier("han", max_epochs=1, embeddings="random", seed=3, **TINY).fit_prepared(data, run_dir=run)
+    with pytest.raises(CheckpointError, match=r"model.safetensors missing \(a run stopped before its first validation"):
+        load_run(run)
+
+
 @pytest.mark.parametrize("seed", [-1, 2**32])
 def test_seed_out_of_numpys_range_is_a_config_error(seed):
     with pytest.raises(ConfigError, match=r"seed must be from 0 to 4294967295"):

@@ -142,7 +142,8 @@ def load_run(run_dir, device: str | torch.device = "cpu") -> Run:
     else:
         weights = run_dir / WEIGHTS
         if not weights.exists():
-            raise CheckpointError(f"{run_dir}: {WEIGHTS} missing")
+            raise CheckpointError(f"{run_dir}: {WEIGHTS} missing (a run stopped before its first validation has "
+                                  "no weights yet: continue it with train --resume)")
         try:
             with safe_open(str(weights), "pt") as f:
                 saved_as = (f.metadata() or {}).get("model")  # None: written before the name was kept

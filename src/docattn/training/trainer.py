@@ -103,7 +103,7 @@ def evaluate_encoded(clf, enc) -> dict:
 
 def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bool = False) -> dict:
     """Train ``clf.model`` on ``data``; with ``run_dir``, keep the best weights there as training goes."""
-    from docattn.training.run import save_run, save_weights
+    from docattn.training.run import WEIGHTS, save_run, save_weights
 
     cfg = clf.train_config
     model = clf.model
@@ -127,11 +127,13 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         else:
             results.update(init_embeddings(model, data, cfg))
         if run_dir is not None:
+            if not resuming:  # an earlier run's weights beside this run's config would load as this model
+                (run_dir / WEIGHTS).unlink(missing_ok=True)
             save_run(run_dir, clf.model_name, model, clf.vocab, clf.labels, clf.data_settings, cfg, results, weights=False)
 
         def on_best(m, metrics):
             if run_dir is not None:
-                save_weights(m, run_dir / "model.safetensors", clf.model_name)
+                save_weights(m, run_dir / WEIGHTS, clf.model_name)
 
         res = fit(model, data.splits["train"], data.splits["valid"], cfg, clf.limits, run_dir, resume, on_best)
         results.update(
