@@ -281,6 +281,15 @@ def test_errors_are_one_line_without_traceback(tmp_path):
     assert res.returncode == 2 and "unknown model" in res.stderr
 
 
+def test_benchmark_seeds_out_of_range_are_refused_before_any_trial(tmp_path):
+    for extra, word in ((["--first-seed", "-1"], "seeds -1 to 1"), (["--first-seed", "4294967295", "--seeds", "2"],
+                                                                   "seeds 4294967295 to 4294967296")):
+        res = run_cli("benchmark", "--data", str(tmp_path / "absent.csv"), "--models", "nb", *extra,
+                      "--out", str(tmp_path / "b"))
+        assert res.returncode == 2 and "Traceback" not in res.stderr and word in res.stderr, res.stderr[-1500:]
+        assert not (tmp_path / "b").exists()
+
+
 def test_data_stats_imdb(shared_data):
     res = CliRunner().invoke(app, ["data", "stats", str(shared_data / "imdb" / "aclImdb.tar.gz"), "--json"])
     assert res.exit_code == 0, res.output
