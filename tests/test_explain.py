@@ -474,6 +474,24 @@ def test_attention_stats(han, test_file):
         assert "--n is a number of documents, 0 for all; got -1" in str(res.exception), (command, res.output)
 
 
+def test_diagonality_has_the_uniform_reference_of_the_same_lengths():
+    """Diagonality grows as documents shorten; the summary says what uniform attention over the same words gives."""
+    from docattn.explain.stats import _Summary
+
+    mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=bool)
+    real = mask[:, :, None] & mask[:, None, :]
+    uniform = real / mask.sum(1)[:, None, None]
+    eye = np.eye(6)[None].repeat(2, 0) * real
+    expected = {1: (10 / 16 + 16 / 36) / 2, 2: (14 / 16 + 24 / 36) / 2}  # (n + 2 sum_k<=b (n - k)) / n^2
+    for weights, diagonal in ((uniform, None), (eye, 1.0)):
+        s = _Summary(matrix=True, bandwidths=(1, 2))
+        s.add(weights, mask)
+        out = s.result()
+        for b, value in expected.items():
+            assert out["diagonality_uniform"][str(b)] == pytest.approx(value)
+            assert out["diagonality"][str(b)] == pytest.approx(value if diagonal is None else diagonal)
+
+
 def test_attention_stats_self_attention_diagonality(self_attention, splits):
     from docattn.explain.stats import attention_statistics
 
@@ -484,6 +502,8 @@ def test_attention_stats_self_attention_diagonality(self_attention, splits):
     for s in mats.values():
         d = [s["diagonality"][str(b)] for b in range(1, 6)]
         assert all(0.0 <= x <= 1.0 for x in d) and d == sorted(d)  # the band widens: never less mass
+        u = [s["diagonality_uniform"][str(b)] for b in range(1, 6)]
+        assert all(0.0 < x <= 1.0 for x in u) and u == sorted(u)
 
 
 def test_faithfulness(han, test_file):

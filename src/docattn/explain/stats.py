@@ -8,7 +8,9 @@ distribution has no real position (or no mass).
 
 - ``gini``: inequality of one distribution, 0 for uniform weights, (n - 1) / n for one-hot.
 - ``diagonality``: share of a self-attention matrix's mass with |i - j| <= b (Letarte et al.
-  2018, Table 2), the diagonal itself included.
+  2018, Table 2), the diagonal itself included. It depends on length (uniform attention over n
+  words gives about (2b + 1) / n), so the summaries also give it for uniform attention over the
+  same words ("diagonality_uniform"); uniform attention's Gini is 0 and its H / log n is 1.
 - ``entropy`` (nats) and its normalised form (divided by log n).
 - ``zero_share``: share of real positions given exactly 0 (sparsemax, HPAN's pruning).
 
@@ -201,6 +203,7 @@ class _Summary:
         self.matrices = 0
         self.gini_matrix = 0.0
         self.diag = np.zeros(len(self.bandwidths))
+        self.diag_uniform = np.zeros(len(self.bandwidths))
 
     def add(self, weights, mask) -> None:
         w = _array(weights).astype(np.float64)
@@ -209,9 +212,12 @@ class _Summary:
             row_mask = m[..., None, :] & m[..., :, None]  # (..., T, T): real query and real key
             has_rows = m.any(-1)  # (...,) matrices with at least one real word
             d = diagonality(w, m, self.bandwidths)[has_rows]
-            d = d[~np.isnan(d).any(-1)]
-            self.diag += d.sum(0)
-            self.matrices += len(d)
+            # the same share under uniform attention over the same real words: what chance gives these lengths
+            u = diagonality(row_mask.astype(np.float64), None, self.bandwidths)[has_rows]
+            keep = ~np.isnan(d).any(-1)
+            self.diag += d[keep].sum(0)
+            self.diag_uniform += u[keep].sum(0)
+            self.matrices += int(keep.sum())
             flat_w = w.reshape(*w.shape[:-2], -1)[has_rows]
             flat_m = row_mask.reshape(*row_mask.shape[:-2], -1)[has_rows]
             g = gini(flat_w, flat_m)
@@ -234,8 +240,9 @@ class _Summary:
         if self.matrix:
             out["matrices"] = self.matrices
             out["gini_matrix"] = self.gini_matrix / self.matrices if self.matrices else float("nan")
-            out["diagonality"] = {str(b): (float(v) / self.matrices if self.matrices else float("nan"))
-                                  for b, v in zip(self.bandwidths, self.diag)}
+            for name, sums in (("diagonality", self.diag), ("diagonality_uniform", self.diag_uniform)):
+                out[name] = {str(b): (float(v) / self.matrices if self.matrices else float("nan"))
+                             for b, v in zip(self.bandwidths, sums)}
         return out
 
 
