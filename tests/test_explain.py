@@ -492,6 +492,26 @@ def test_diagonality_has_the_uniform_reference_of_the_same_lengths():
             assert out["diagonality"][str(b)] == pytest.approx(value if diagonal is None else diagonal)
 
 
+def test_column_gini_tells_every_word_attending_to_one_word_from_a_diagonal_band():
+    """SANet's topic matrices are columns (all queries look at the same words), its sentiment ones bands."""
+    from docattn.explain.stats import _Summary
+
+    T = 8
+    column = np.zeros((1, T, T))
+    column[..., 3] = 1.0  # every query attends to word 3
+    band = np.eye(T)[None]
+    uniform = np.full((1, T, T), 1 / T)
+    mask = np.ones((1, T), dtype=bool)
+    result = {}
+    for name, weights in (("column", column), ("band", band), ("uniform", uniform)):
+        s = _Summary(matrix=True, bandwidths=(1,))
+        s.add(weights, mask)
+        result[name] = s.result()
+    assert result["column"]["gini_columns"] == pytest.approx((T - 1) / T)  # all the mass received by one word
+    assert result["band"]["gini_columns"] == pytest.approx(0.0) and result["uniform"]["gini_columns"] == pytest.approx(0.0)
+    assert result["band"]["gini"] == pytest.approx(result["column"]["gini"])  # row sparsity cannot tell them apart
+
+
 def test_attention_stats_self_attention_diagonality(self_attention, splits):
     from docattn.explain.stats import attention_statistics
 

@@ -239,10 +239,11 @@ def register(app) -> None:
             bands = list(next(iter(matrices.values()))["diagonality"])
             diag = _table("diagonality: share of attention mass with |i - j| <= b (SANet Table 2); "
                           "'uniform': the same words attended uniformly",
-                          [("self-attention", 15)], ["matrices", "Gini/mat", *[f"b={b}" for b in bands]])
+                          [("self-attention", 15)], ["matrices", "Gini/mat", "Gini/col", *[f"b={b}" for b in bands]])
             for key, s in matrices.items():
-                diag.add_row(key, str(s["matrices"]), _fmt(s["gini_matrix"]), *[_fmt(s["diagonality"][b]) for b in bands])
-                diag.add_row("  uniform", "", _fmt(0.0), *[_fmt(s["diagonality_uniform"][b]) for b in bands])
+                diag.add_row(key, str(s["matrices"]), _fmt(s["gini_matrix"]), _fmt(s["gini_columns"]),
+                             *[_fmt(s["diagonality"][b]) for b in bands])
+                diag.add_row("  uniform", "", _fmt(0.0), _fmt(0.0), *[_fmt(s["diagonality_uniform"][b]) for b in bands])
             console.print(diag)
         if result["pruned"]:
             console.print("share of real words / sentences with exactly zero weight: "

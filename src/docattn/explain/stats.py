@@ -16,7 +16,10 @@ distribution has no real position (or no mass).
 
 SANet's Table 2 does not say whether the Gini coefficient is taken per attention row or over a
 whole matrix; ``attention_statistics`` reports the mean over rows ("gini") and, for matrices,
-the mean over matrices of the Gini of all their real entries ("gini_matrix").
+the mean over matrices of the Gini of all their real entries ("gini_matrix"). "gini_columns" is
+the Gini of what each word receives from all the queries of its matrix: high when every word
+attends to the same few words (the column pattern the paper shows for topic classification, its
+Figure 4), near 0 for a diagonal band or uniform attention.
 """
 
 from __future__ import annotations
@@ -202,6 +205,7 @@ class _Summary:
         self.real = 0
         self.matrices = 0
         self.gini_matrix = 0.0
+        self.gini_columns = 0.0
         self.diag = np.zeros(len(self.bandwidths))
         self.diag_uniform = np.zeros(len(self.bandwidths))
 
@@ -220,8 +224,9 @@ class _Summary:
             self.matrices += int(keep.sum())
             flat_w = w.reshape(*w.shape[:-2], -1)[has_rows]
             flat_m = row_mask.reshape(*row_mask.shape[:-2], -1)[has_rows]
-            g = gini(flat_w, flat_m)
-            self.gini_matrix += float(np.nansum(g))
+            self.gini_matrix += float(np.nansum(gini(flat_w, flat_m)[keep]))
+            received = (w * row_mask).sum(-2)[has_rows]  # (n, T): what each real word receives from all queries
+            self.gini_columns += float(np.nansum(gini(received, m[has_rows])[keep]))
             m = row_mask
         valid = m.any(-1) & ((w * m).sum(-1) > 0)  # distributions with real positions and mass
         wv, mv = w[valid], m[valid]
@@ -240,6 +245,7 @@ class _Summary:
         if self.matrix:
             out["matrices"] = self.matrices
             out["gini_matrix"] = self.gini_matrix / self.matrices if self.matrices else float("nan")
+            out["gini_columns"] = self.gini_columns / self.matrices if self.matrices else float("nan")
             for name, sums in (("diagonality", self.diag), ("diagonality_uniform", self.diag_uniform)):
                 out[name] = {str(b): (float(v) / self.matrices if self.matrices else float("nan"))
                              for b, v in zip(self.bandwidths, sums)}
