@@ -590,9 +590,11 @@ def benchmark(
         raise DocattnError(f"--models names no model ({models!r})")
     if seeds < 1:
         raise DocattnError(f"--seeds must be >= 1, got {seeds}")
-    if not 0 <= first_seed <= first_seed + seeds - 1 < 2**32:  # TrainConfig's range, checked before the first trial
+    from docattn.training.config import MAX_SEED  # light: no torch
+
+    if not 0 <= first_seed <= first_seed + seeds - 1 <= MAX_SEED:  # TrainConfig's range, before the first trial
         raise DocattnError(f"--first-seed and --seeds give seeds {first_seed} to {first_seed + seeds - 1}; "
-                           f"seeds must be from 0 to {2**32 - 1}")
+                           f"seeds must be from 0 to {MAX_SEED}")
     unused = sorted(set(per_model) - set(names))
     if unused:
         raise DocattnError(f"--set names {', '.join(unused)}, not in --models ({', '.join(names)})")

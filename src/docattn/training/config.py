@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 from docattn.errors import ConfigError, checked_fields
 
+MAX_SEED = 2**32 - 1  # what NumPy's and Lightning's seeding accept
+
 
 @dataclass
 class TrainConfig:
@@ -88,8 +90,8 @@ class TrainConfig:
         for name in ("batch_size", "max_epochs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if not 0 <= self.seed < 2**32:  # what NumPy's and Lightning's seeding accept
-            raise ConfigError(f"seed must be from 0 to {2**32 - 1}, got {self.seed}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"seed must be from 0 to {MAX_SEED}, got {self.seed}")
         if not 0 < self.lr < math.inf:
             raise ConfigError(f"lr must be a number above 0, got {self.lr}")
         for name in ("max_time", "val_every_n_steps", "embedding_lr", "num_nodes", "word2vec_epochs"):
