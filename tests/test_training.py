@@ -161,8 +161,10 @@ def test_resume_from_a_damaged_checkpoint_is_a_clear_error(data, tmp_path):
     DocumentClassifier("han", max_epochs=1, embeddings="random", **TINY).fit_prepared(data, run_dir=run)
     last = run / "checkpoints" / "last.ckpt"
     last.write_bytes(last.read_bytes()[:1000])
+    before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     with pytest.raises(CheckpointError, match="cannot resume"):
         DocumentClassifier("han", max_epochs=2, embeddings="random", **TINY).fit_prepared(data, run_dir=run, resume=True)
+    assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before  # history and scores kept
 
 
 def test_resume_on_other_data_is_refused_and_leaves_the_run_usable(data, tmp_path):

@@ -14,7 +14,7 @@ from docattn.data.sources import parse_value as _parse_value
 from docattn.data.sources import read_evaluation_corpus as _read_eval_corpus
 from docattn.data.sources import reader_options as _reader_options
 from docattn.data.sources import resolve_source as _resolve
-from docattn.errors import Diverged, DocattnError, Interrupted
+from docattn.errors import ConfigError, Diverged, DocattnError, Interrupted
 
 app = typer.Typer(
     add_completion=False,
@@ -523,9 +523,12 @@ def _unfinished(run_dir: Path, clf) -> bool:
     from docattn.training.engine import check_resumable
     from docattn.training.run import resume_checkpoint
 
-    try:
-        check_resumable(resume_checkpoint(run_dir), clf.train_config.max_epochs)
-    except DocattnError:
+    checkpoint = resume_checkpoint(run_dir)
+    if not checkpoint.exists():
+        return False
+    try:  # a checkpoint that cannot be read safely is refused (CheckpointError), never trained over
+        check_resumable(checkpoint, clf.train_config.max_epochs)
+    except ConfigError:
         return False
     return True
 

@@ -269,20 +269,35 @@ def _interrupted(err: BaseException, trainer, run_dir: Path | None) -> Interrupt
     return Interrupted(f"{where}, before a checkpoint was written: nothing to resume", int(sig), where)
 
 
-def trained_epochs(checkpoint: Path) -> int | None:
-    """Epochs a resume checkpoint has finished (``ResumePoint`` writes one at each epoch's end, with
-    Lightning's 0-based ``epoch``); None when it cannot be read, which resuming then reports."""
+def read_checkpoint(checkpoint: Path) -> dict:
+    """A resume checkpoint's contents, read with ``weights_only=True``: tensors, numbers, strings and
+    containers only, so a file holding a pickled object (code that would run on load) is refused."""
     try:
-        return int(torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)["epoch"]) + 1
-    except Exception:  # noqa: BLE001 - any unreadable file: fit's resume says what is wrong with it
-        return None
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"{checkpoint}: no resume checkpoint (the run has not finished an epoch); "
+                              "train it again without --resume") from None
+    except Exception as err:  # noqa: BLE001 - a refused global (UnpicklingError), a torn or foreign file: all refused
+        why = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise CheckpointError(f"{checkpoint}: cannot resume, refused: not a checkpoint docattn wrote, or it holds more "
+                              f"than tensors and numbers ({why}); nothing was changed. Delete it to train the run again") from None
+    if not isinstance(state, dict) or not isinstance(state.get("epoch"), int):
+        raise CheckpointError(f"{checkpoint}: cannot resume, refused: not a checkpoint docattn wrote (no epoch); "
+                              "nothing was changed. Delete it to train the run again")
+    return state
+
+
+def trained_epochs(checkpoint: Path) -> int:
+    """Epochs a resume checkpoint has finished (``ResumePoint`` writes one at each epoch's end, with
+    Lightning's 0-based ``epoch``); a file that cannot be read safely is a ``CheckpointError``."""
+    return read_checkpoint(checkpoint)["epoch"] + 1
 
 
 def check_resumable(checkpoint: Path, max_epochs: int) -> None:
-    """Refuse, before anything is written, a resume with no epoch left to train: it would train
-    nothing and rewrite the run's config.json without its history."""
+    """Refuse, before anything is written, a checkpoint that cannot be read safely and a resume with no
+    epoch left to train: it would train nothing and rewrite the run's config.json without its history."""
     done = trained_epochs(checkpoint)
-    if done is not None and max_epochs <= done:
+    if max_epochs <= done:
         raise ConfigError(f"--resume: {checkpoint} has already trained {done} epoch(s), nothing is left to resume; "
                           f"give --epochs {done + 1} or more to train more (now: {max_epochs})")
 
@@ -560,7 +575,10 @@ def fit(
         raise ConfigError(f"training options: {str(err).strip().splitlines()[0]}") from None
     t0 = time.perf_counter()
     try:
-        trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+        if ckpt_path is not None:
+            read_checkpoint(Path(ckpt_path))  # a refused file is named before Lightning opens it
+        # weights_only: Lightning's own load of the checkpoint may not unpickle either
+        trainer.fit(module, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
     except (RuntimeError, OSError, EOFError) as err:
         if ckpt_path is None or trainer.global_step > 0:
             raise
