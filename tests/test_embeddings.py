@@ -123,3 +123,21 @@ def test_a_file_without_any_vocabulary_word_is_refused(tmp_path):
     with pytest.raises(DataError, match=r"cased\.txt: none of the vocabulary's .* words has a vector there \(the vocabulary is lowercased"):
         DocumentClassifier("han", max_epochs=1, embeddings=str(path), embedding_dim=4, hidden_size=4, context_dim=4,
                            progress=False).fit_prepared(data)
+
+
+def test_packaged_vectors_cover_every_word_and_place_related_words_together():
+    import importlib.util
+
+    if importlib.util.find_spec("wordllama") is None:  # its files are read, the package never imported
+        pytest.skip("wordllama is in the dev extra (pip install -e '.[dev]')")
+    from docattn.data.embeddings import packaged_vectors
+    from docattn.data.text import SPECIAL_TOKENS, TextConfig, Vocabulary
+
+    words = ["good", "great", "terrible", "bad", "football", "election"]
+    vocab = Vocabulary.build([" ".join(words)] * 3, TextConfig(), min_count=1)
+    matrix, coverage = packaged_vectors("wordllama", vocab, spread=0.3)
+    assert matrix.shape == (len(vocab), 256) and coverage.words_found == len(vocab) - len(SPECIAL_TOKENS)
+    assert abs(matrix[len(SPECIAL_TOKENS):].std() - 0.3) < 1e-3 and not matrix[0].any()  # PAD stays zero
+    unit = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-9)
+    sim = lambda a, b: float(unit[vocab.index[a]] @ unit[vocab.index[b]])  # noqa: E731
+    assert sim("good", "great") > sim("good", "football") and sim("bad", "terrible") > sim("bad", "election")

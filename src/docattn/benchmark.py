@@ -75,7 +75,7 @@ KEPT = ("results.json keeps the models whose seeds had all finished; run the oth
 
 
 def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedData], seed: int, options: dict,
-            run_dir: Path | None) -> dict:
+            run_dir: Path | None, fold: int | None = None) -> dict:
     """Train and test one model with one seed; the figures of one benchmark trial.
 
     ``data``: the prepared splits, or a function from the model's data settings to them (a model
@@ -110,6 +110,7 @@ def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedDa
     train_s = res.get("train_seconds", wall) if diverged is None else None  # a diverged trial's time is no speed
     return {
         "seed": seed,
+        "fold": fold,
         "test_accuracy": test.get("accuracy"),
         "test_macro_f1": test.get("macro_f1"),
         "valid_accuracy": res.get("best", {}).get("val_acc", res.get("valid", {}).get("accuracy")),
@@ -154,9 +155,15 @@ class PathData:
         if key not in self._prepared:
             data = prepare_paths(self.train, None, self.test, settings, self.reader)
             if "test" not in data.splits:
-                raise DocattnError(f"{self.name}: no test split to benchmark on (give --test, or a source with a test split)")
+                raise DocattnError(f"{self.name}: no test split to benchmark on (give --test, --test-fraction or --cv)")
             self._prepared[key] = data
         return self._prepared[key]
+
+    def has_test_split(self) -> bool:
+        """Whether the source (or --test) holds test documents, read without encoding them."""
+        from docattn.data.readers import read_splits
+
+        return self.test is not None or "test" in read_splits(self.train, **self.reader)
 
 
 class _PrefixedLines:
@@ -184,14 +191,18 @@ def _worker_start(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _run_in_worker(model: str, data, seed: int, options: dict, run_dir: Path | None) -> dict:
+def _run_in_worker(model: str, data, seed: int, options: dict, run_dir: Path | None, fold: int | None = None) -> dict:
     import sys
 
-    sys.stderr = _PrefixedLines(sys.stderr, f"[{model} seed {seed}] ")
+    sys.stderr = _PrefixedLines(sys.stderr, f"[{model} {_trial_name(seed, fold)}] ")
     try:
-        return run_one(model, data, seed, options, run_dir)
+        return run_one(model, data, seed, options, run_dir, fold)
     finally:
         sys.stderr = sys.stderr.stream
+
+
+def _trial_name(seed: int, fold: int | None) -> str:
+    return f"seed {seed}" + (f" fold {fold}" if fold is not None else "")
 
 
 def _mean_std(values) -> dict:
@@ -206,7 +217,8 @@ def summarize(model: str, trials: list[dict]) -> dict:
     """One results.json row: means and standard deviations over seeds."""
     return {
         "model": model,
-        "seeds": [t["seed"] for t in trials],
+        "seeds": sorted({t["seed"] for t in trials}),
+        "folds": sorted({t["fold"] for t in trials if t.get("fold") is not None}) or None,
         "test_accuracy": _mean_std(t["test_accuracy"] for t in trials),
         "test_macro_f1": _mean_std(t["test_macro_f1"] for t in trials),
         "valid_accuracy": _mean_std(t["valid_accuracy"] for t in trials),
@@ -226,7 +238,8 @@ def summarize(model: str, trials: list[dict]) -> dict:
 
 def markdown_table(rows: list[dict], title: str) -> str:
     """HCAN Table 2 shape: test accuracy (mean ± std over seeds) and training cost per document."""
-    lines = [f"### {title}", "", "Mean ± standard deviation over seeds (the population deviation, NumPy's ddof=0).", "",
+    over = "folds and seeds" if any(r.get("folds") for r in rows) else "seeds"
+    lines = [f"### {title}", "", f"Mean ± standard deviation over {over} (the population deviation, NumPy's ddof=0).", "",
              "| model | test accuracy % | macro-F1 % | train ms/doc | train docs/s | inference docs/s | parameters | peak memory MB | note |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -329,7 +342,7 @@ def _threads_per_job(jobs: int) -> int:
 
 def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings], PreparedData], seeds: list[int], out: Path,
                   options: dict, title: str, per_model: dict | None = None, log=print, runs: Path | None = None,
-                  jobs: int = 1) -> list[dict]:
+                  jobs: int = 1, folds: int | None = None) -> list[dict]:
     """Train every model with every seed; rows are written after each model, so a crash keeps them.
 
     With ``runs``, each trial's run directory is kept as ``runs/MODEL-seedN`` (for `explain`,
@@ -337,14 +350,21 @@ def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings
     worker processes with cores/jobs torch threads each: on a small CPU, two one-thread trials get
     more done than one two-thread trial, whose small matrix products do not split well. Each
     trial's documents/s are then those of a process sharing the machine. ``data`` must then be
-    picklable (``PathData``, or prepared splits, which are copied to each worker).
+    picklable (``PathData``, or prepared splits, which are copied to each worker). With ``folds``, every
+    seed trains once per fold of a stratified k-fold split, tested on that fold (``data`` must then be a function).
     """
     out.mkdir(parents=True, exist_ok=True)
     _note_replaced(out, models, seeds, runs, log)
     rows: list[dict] = []
     started, about = time.perf_counter(), run_record(models, seeds, options, per_model, jobs)
     options_of = {m: {**options, **(per_model or {}).get(m, {})} for m in models}
-    run_dir = lambda m, seed: runs / f"{m}-seed{seed}" if runs else None  # noqa: E731
+    trials_of = [(seed, fold) for seed in seeds for fold in (range(folds) if folds else [None])]
+
+    def options_for(m: str, fold: int | None) -> dict:
+        return options_of[m] if fold is None else {**options_of[m], "cv_folds": folds, "cv_fold": fold}
+
+    def run_dir(m: str, seed: int, fold: int | None) -> Path | None:
+        return runs / (f"{m}-seed{seed}" + (f"-fold{fold}" if fold is not None else "")) if runs else None
 
     def finish(model: str, trials: list[dict]) -> None:
         rows.append(summarize(model, trials))
@@ -354,18 +374,19 @@ def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings
                                              "finished_models": [r["model"] for r in rows]})
 
     def done(model: str, trial: dict) -> dict:
+        name = _trial_name(trial["seed"], trial.get("fold"))
         if trial.get("diverged"):
-            log(f"{model} seed {trial['seed']}: diverged ({trial['diverged']})")
+            log(f"{model} {name}: diverged ({trial['diverged']})")
             return trial
-        log(f"{model} seed {trial['seed']}: test accuracy {trial['test_accuracy']}, {trial['train_seconds']:.1f} s")
+        log(f"{model} {name}: test accuracy {trial['test_accuracy']}, {trial['train_seconds']:.1f} s")
         return trial
 
     if jobs <= 1:
         for model in models:
             trials = []
-            for seed in seeds:
-                log(f"{model} seed {seed}: training")
-                trials.append(done(model, run_one(model, data, seed, options_of[model], run_dir(model, seed))))
+            for seed, fold in trials_of:
+                log(f"{model} {_trial_name(seed, fold)}: training")
+                trials.append(done(model, run_one(model, data, seed, options_for(model, fold), run_dir(model, seed, fold), fold)))
             finish(model, trials)
     else:
         import multiprocessing
@@ -375,16 +396,18 @@ def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings
             from docattn.classifier import DocumentClassifier
 
             for model in models:
-                data(DocumentClassifier(model, **options_of[model]).data_settings)
+                for fold in sorted({f for _, f in trials_of}, key=lambda f: -1 if f is None else f):
+                    data(DocumentClassifier(model, **options_for(model, fold)).data_settings)
         pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_worker_start, initargs=(_threads_per_job(jobs),))
         with pool:
-            log(f"{len(models) * len(seeds)} trials, {jobs} at a time, {_threads_per_job(jobs)} thread(s) each")
-            futures = {(m, seed): pool.submit(_run_in_worker, m, data, seed, options_of[m], run_dir(m, seed))
-                       for m in models for seed in seeds}
+            log(f"{len(models) * len(trials_of)} trials, {jobs} at a time, {_threads_per_job(jobs)} thread(s) each")
+            futures = {(m, seed, fold): pool.submit(_run_in_worker, m, data, seed, options_for(m, fold),
+                                                    run_dir(m, seed, fold), fold)
+                       for m in models for seed, fold in trials_of}
             try:
-                for model in models:  # rows in the order asked for, each written once its seeds are done
-                    finish(model, [done(model, futures[(model, seed)].result()) for seed in seeds])
+                for model in models:  # rows in the order asked for, each written once its trials are done
+                    finish(model, [done(model, futures[(model, seed, fold)].result()) for seed, fold in trials_of])
             except BaseException as err:
                 for f in futures.values():
                     f.cancel()

@@ -48,6 +48,12 @@ def _check_model_options(model: str, options: dict) -> dict:
     return checked_values(type(config), options)
 
 
+def _wants_gpu(accelerator: str) -> bool:
+    import torch
+
+    return accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+
+
 class DocumentClassifier:
     """Train any registered model on raw text; predict, explain, save and load it.
 
@@ -72,9 +78,16 @@ class DocumentClassifier:
             train_opts["accelerator"] = options.pop("device")
         data_opts = {k: options.pop(k) for k in list(options) if k in _DATA_FIELDS}
         text_opts = {k: options.pop(k) for k in list(options) if k in _TEXT_FIELDS}
-        self.hparams = _check_model_options(model, options)
+        recipe = train_opts.get("recipe", "auto")
+        # on a CPU the auto recipe trains a self-attention family at the size it was measured at there
+        cpu = spec.cpu if spec.cpu and recipe == "auto" and not _wants_gpu(train_opts.get("accelerator", "auto")) else {}
+        self.hparams = _check_model_options(model, {**{k: v for k, v in cpu.items() if k not in TrainConfig.field_names()},
+                                                    **options})
         # a variant's registered defaults may set training options and data options alike
-        paper_train = {k: v for k, v in spec.training.items() if k in TrainConfig.field_names()}
+        paper_train = {k: v for k, v in {**spec.training, **cpu}.items() if k in TrainConfig.field_names()}
+        if train_opts.get("recipe", "auto") == "auto" and "max_epochs" in paper_train:
+            # the registered length becomes the shortest run; training/recipe.py sizes the rest to the data
+            paper_train["min_epochs"] = paper_train.pop("max_epochs")
         paper_data = {k: v for k, v in spec.training.items() if k in _DATA_FIELDS}
         paper_text = {k: v for k, v in spec.training.items() if k in _TEXT_FIELDS}
         try:  # TrainConfig types its fields; anything its checks still trip over is named here
@@ -85,6 +98,7 @@ class DocumentClassifier:
             given = ", ".join(f"{k}={v!r}" for k, v in train_opts.items())
             raise ConfigError(f"invalid training options ({given}): {err}") from None
         self.data_settings = DataSettings(text=TextConfig(**{**paper_text, **text_opts}), **{**paper_data, **data_opts})
+        self._requested = self.train_config  # what each fit starts from; fit's resolved copy replaces train_config
         self.model = None
         self.vocab: Vocabulary | None = None
         self.labels: LabelMap | None = None
@@ -133,8 +147,9 @@ class DocumentClassifier:
                             f"{len(data.splits['train'])} training documents, so the vocabulary is empty; "
                             "lower min_count (--min-count)")
         # a fit that fails or is interrupted leaves the classifier as it was (fitted or loaded before, or not)
-        before = (self.model, self.vocab, self.labels, self.data_settings.text, self.results, self._run_dir)
+        before = (self.model, self.vocab, self.labels, self.data_settings.text, self.results, self._run_dir, self.train_config)
         try:
+            self.train_config = self._requested  # a refit on other data sizes its recipe again
             self.vocab, self.labels = data.vocab, data.labels
             # the vocabulary carries the text settings it was built with; they are what new text gets
             self.data_settings.text = data.vocab.text_config
@@ -143,7 +158,7 @@ class DocumentClassifier:
             self.model = create_model(self.model_name, vocab_size=len(data.vocab), num_classes=len(data.labels), **self.hparams)
             self.results = train_model(self, data, run_dir=Path(run_dir) if run_dir else None, resume=resume)
         except BaseException:
-            self.model, self.vocab, self.labels, self.data_settings.text, self.results, self._run_dir = before
+            self.model, self.vocab, self.labels, self.data_settings.text, self.results, self._run_dir, self.train_config = before
             raise
         self._run_dir = Path(run_dir).resolve() if run_dir else None
         return self
@@ -242,6 +257,7 @@ class DocumentClassifier:
         clf = cls.__new__(cls)
         clf.model_name, clf.model, clf.vocab, clf.labels = run.model_name, run.model, run.vocab, run.labels
         clf.data_settings, clf.train_config = run.data, run.training
+        clf._requested = run.training
         clf.hparams = run.config.get("hparams", {})
         clf._options = settings_as_options(run.data, run.training, clf.hparams)
         clf.results = run.config.get("results", {})

@@ -122,8 +122,13 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
     table = Table("model", "layout", "reads by default", "description")
     for name in names:
         spec = get_spec(name)
-        table.add_row(name, spec.layout, _default_reach(spec.training), spec.description)
+        cpu = ", ".join(f"{k} {v}" for k, v in spec.cpu.items() if k in _SIZES)
+        table.add_row(name, spec.layout, _default_reach(spec.training),
+                      spec.description + (f"; on a CPU (recipe auto) trained at {cpu}" if cpu else ""))
     Console().print(table)
+
+
+_SIZES = ("d_model", "heads", "embedding_dim", "dropout", "embedding_dropout")  # what a CPU default shrinks
 
 
 def _default_reach(training: dict) -> str:
@@ -149,6 +154,8 @@ def train(
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="sgd, adam or adamw."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (default 0; with --resume, the run's)."),
     valid_fraction: Optional[float] = typer.Option(None, "--valid-fraction"),
+    test_fraction: Optional[float] = typer.Option(None, "--test-fraction", help="For data without a test split: test on this share of the training documents (stratified, seeded)."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="auto (default: epochs, early stopping, word2vec passes and class weights sized to the data) or paper (each model's registered settings)."),
     min_count: Optional[int] = typer.Option(None, "--min-count"),
     max_sentences: Optional[int] = typer.Option(None, "--max-sentences"),
     max_words: Optional[int] = typer.Option(None, "--max-words"),
@@ -176,7 +183,8 @@ def train(
     _check_out(out)
     options = {k: v for k, v in {
         "max_epochs": epochs, "batch_size": batch_size, "lr": lr, "optimizer": optimizer, "seed": seed,
-        "valid_fraction": valid_fraction, "min_count": min_count, "max_sentences": max_sentences,
+        "valid_fraction": valid_fraction, "test_fraction": test_fraction, "recipe": recipe,
+        "min_count": min_count, "max_sentences": max_sentences,
         "max_words": max_words, "max_tokens": max_tokens, "embeddings": embeddings, "accelerator": accelerator,
         "devices": _parse_value(devices) if devices else None, "num_nodes": num_nodes, "strategy": strategy,
         "precision": precision, "val_every_n_steps": val_every, "patience": patience, "max_time": max_time,
@@ -199,6 +207,7 @@ def train(
     clf.fit_prepared(data, run_dir=out, resume=resume)
     if not clf.results.get("is_global_zero", True):
         return
+    _print_recipe(console, clf.results)
     coverage = clf.results.get("coverage")
     if coverage:  # vectors from a file: how much of the vocabulary they cover (cased vectors, lowercased text...)
         console.print(f"embeddings: {coverage['words']:,} words of the vocabulary found in {clf.train_config.embeddings} "
@@ -210,7 +219,8 @@ def train(
                       f"(epoch {diverged['epoch'] + 1}); stopped there and kept the best weights from before it. "
                       f"A lower learning rate (now {clf.train_config.lr:g}) should train further")
     elif clf.results.get("stopped_early"):
-        console.print(f"stopped early, after {clf.train_config.patience} validation(s) without improvement (--patience)")
+        console.print(f"stopped early, after {clf.train_config.patience} validation(s) without improvement (--patience), "
+                      f"keeping the best weights")
     elif clf.results.get("stopped_on_budget"):
         console.print(f"stopped on the time budget (--max-time {clf.train_config.max_time:g} s)")
     best = clf.results.get("best", {})
@@ -228,7 +238,37 @@ def train(
     if "test" in clf.results:
         t = clf.results["test"]
         console.print(f"test: accuracy {t['accuracy']:.4f}, macro-F1 {t['macro_f1']:.4f} ({t['documents']} documents)")
+    _print_guardrail(console, clf.results)
     console.print(f"run directory: {out}")
+
+
+def _print_recipe(console, results: dict) -> None:
+    recipe = results.get("recipe") or {}
+    if recipe.get("recipe") != "auto":
+        return
+    weights = recipe.get("class_weights")
+    console.print(f"recipe auto: up to {recipe['max_epochs']} epoch(s)"
+                  + (f", early stopping after {recipe['patience']} validations without improvement" if recipe.get("patience") else "")
+                  + f", best by {recipe['monitor']}, word2vec {recipe['word2vec_epochs']} passes"
+                  + (f", class weights {', '.join(f'{c} {w:g}' for c, w in weights.items())}" if weights else ""))
+
+
+def _print_guardrail(console, results: dict) -> None:
+    """The model's validation scores beside the tf-idf baseline's, and a warning when it is behind."""
+    from docattn.training.trainer import GUARDRAIL_ADVICE, guardrail_verdict
+
+    verdict = guardrail_verdict(results)
+    if verdict is None:
+        return
+    m, b = verdict["model"], verdict["baseline"]
+    sample = f", on a sample of {results['baseline']['documents']:,} training documents" if results["baseline"].get("sampled") else ""
+    console.print(f"validation: this model accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}; tf-idf logreg "
+                  f"baseline accuracy {b['accuracy']:.4f}, macro-F1 {b['macro_f1']:.4f}{sample}")
+    if verdict["behind"]:
+        console.print(f"[bold yellow]warning[/]: {GUARDRAIL_ADVICE}")
+    test = results["baseline"].get("test")
+    if test and "test" in results:
+        console.print(f"test: baseline accuracy {test['accuracy']:.4f}, macro-F1 {test['macro_f1']:.4f}")
 
 
 def _note_unused_options(console, clf, options: dict) -> None:
@@ -327,21 +367,36 @@ def evaluate(
 ):
     """Accuracy, macro-F1, per-class precision/recall/F1 and the confusion matrix."""
     from docattn.classifier import DocumentClassifier
+    from docattn.training.membership import seen_before
     from docattn.training.trainer import evaluate_encoded
 
     clf = DocumentClassifier.load(run)
     corpus = _read_eval_corpus(data, split, fmt, text_col, label_col)
     if corpus.labels is None:
         raise DocattnError(f"{data}: documents have no labels to evaluate against")
-    report = evaluate_encoded(clf, clf.encode(corpus))
+    enc = clf.encode(corpus)
+    report = evaluate_encoded(clf, enc)
+    report["baseline"] = _baseline_report(run, clf, enc)
+    report["seen_in_training"] = seen = seen_before(run, enc)
+    leaked = {k: v for k, v in (seen or {}).items() if v}
+    warning = ("warning: " + " and ".join(f"{n:,} of these {len(enc):,} documents are in the run's "
+                                         f"{'training' if k == 'train' else 'validation'} split" for k, n in leaked.items())
+               + ": the scores overstate how the model does on new documents") if leaked else None
     if as_json:
+        if warning:
+            typer.echo(warning, err=True)
         typer.echo(json.dumps(report, indent=1, default=str))
         return
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
+    if warning:
+        Console(stderr=True).print(f"[bold yellow]{warning}[/]")
     console.print(f"{report['documents']} documents: accuracy [bold]{report['accuracy']:.4f}[/], macro-F1 {report['macro_f1']:.4f}")
+    if report["baseline"]:
+        b = report["baseline"]
+        console.print(f"tf-idf logreg baseline fitted with the run: accuracy {b['accuracy']:.4f}, macro-F1 {b['macro_f1']:.4f}")
     table = Table("class", "precision", "recall", "F1", "support")
     for row in report["per_class"]:
         table.add_row(str(row["class"]), f"{row['precision']:.3f}", f"{row['recall']:.3f}", f"{row['f1']:.3f}", str(row["support"]))
@@ -350,6 +405,22 @@ def evaluate(
     for c, row in zip(clf.labels.classes, report["confusion_matrix"]):
         cm.add_row(str(c), *map(str, row))
     console.print(cm)
+
+
+def _baseline_report(run: Path, clf, enc) -> dict | None:
+    """The guardrail baseline saved with a neural run, scored on the same documents (None where there is none)."""
+    import numpy as np
+
+    from docattn.models import create_model
+    from docattn.training.metrics import classification_report
+    from docattn.training.trainer import Guardrail
+
+    folder = Path(run) / Guardrail.FOLDER
+    if not folder.is_dir():
+        return None
+    model = create_model("logreg", vocab_size=len(clf.vocab), num_classes=len(clf.labels)).load_artifacts(folder)
+    report = classification_report(np.asarray(enc.labels), model.predict_proba_encoded(enc).argmax(1), clf.labels.classes)
+    return {"model": "logreg", **{k: report[k] for k in ("documents", "accuracy", "macro_f1")}}
 
 
 @app.command()
@@ -488,7 +559,7 @@ def tune(
             continue
         clf = DocumentClassifier(model, **{**options, "lr": rate})
         try:
-            clf.fit_prepared(data, run_dir=out / f"lr={rate:g}", resume=resume and _unfinished(out / f"lr={rate:g}", clf))
+            clf.fit_prepared(data, run_dir=out / f"lr={rate:g}", resume=resume and _unfinished(out / f"lr={rate:g}", clf, data))
         except Diverged as err:  # too high a rate is a finding of the search, not the end of it
             trials.append({"lr": rate, "diverged": str(err), "run": str(out / f"lr={rate:g}")})
             console.print(f"lr {rate:g}: diverged before its first validation")
@@ -517,17 +588,18 @@ def tune(
     console.print(f"best lr: {best_trial['lr']:g} (run {best_trial['run']})")
 
 
-def _unfinished(run_dir: Path, clf) -> bool:
+def _unfinished(run_dir: Path, clf, data) -> bool:
     """Whether a tune trial's resume checkpoint has epochs left; one that trained them all was cut
     short while it was tested or saved, and trains again rather than keep half-written results."""
     from docattn.training.engine import check_resumable
+    from docattn.training.recipe import planned_epochs
     from docattn.training.run import resume_checkpoint
 
     checkpoint = resume_checkpoint(run_dir)
     if not checkpoint.exists():
         return False
     try:  # a checkpoint that cannot be read safely is refused (CheckpointError), never trained over
-        check_resumable(checkpoint, clf.train_config.max_epochs)
+        check_resumable(checkpoint, planned_epochs(clf.train_config, len(data.splits["train"])))
     except ConfigError:
         return False
     return True
@@ -555,7 +627,7 @@ def _tune_trials_kept(out: Path, search: dict) -> dict:
 def benchmark(
     data: str = typer.Option(..., "--data", help="Registered data set name or any supported path (e.g. aclImdb.tar.gz)."),
     models: str = typer.Option("han,hpan,hsan,nb,logreg", "--models", help="Comma-separated model names."),
-    seeds: int = typer.Option(3, "--seeds", help="Seeds per model (first-seed .. first-seed+N-1)."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per model (first-seed .. first-seed+N-1); default 3, or 1 with --cv (each fold is a trial)."),
     first_seed: int = typer.Option(0, "--first-seed", help="The first seed."),
     out: Path = typer.Option(Path("benchmark"), "--out"),
     runs: Optional[Path] = typer.Option(None, "--runs", help="Keep every trial's run directory here, as MODEL-seedN."),
@@ -563,6 +635,8 @@ def benchmark(
     max_epochs: Optional[int] = typer.Option(None, "--max-epochs", help="Epoch budget per model (default: each model's own)."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Training time budget per model run, seconds."),
     test: Optional[str] = typer.Option(None, "--test", help="Test data, when --data has no test split of its own."),
+    test_fraction: Optional[float] = typer.Option(None, "--test-fraction", help="For data without a test split: test on this share of it, stratified (default 0.2 there)."),
+    cv: Optional[int] = typer.Option(None, "--cv", help="Stratified K-fold cross-validation: each model trains K times, tested on each fold in turn."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Reader format (default: detected)."),
     text_col: Optional[str] = typer.Option(None, "--text-col", help="CSV text column(s), comma separated, or the JSONL text field."),
     label_col: Optional[str] = typer.Option(None, "--label-col", help="CSV label column, or the JSONL label field."),
@@ -588,9 +662,16 @@ def benchmark(
     if max_time:
         common["max_time"] = max_time
     common["valid_fraction"] = valid_fraction
+    if cv is not None and (cv < 2 or test_fraction is not None or test):
+        raise DocattnError("--cv K needs K >= 2, and chooses the test documents itself: drop --test and --test-fraction"
+                           if cv >= 2 else f"--cv must be at least 2, got {cv}")
+    if test_fraction is not None:
+        common["test_fraction"] = test_fraction
     names = [m.strip() for m in models.split(",") if m.strip()]
     if not names:
         raise DocattnError(f"--models names no model ({models!r})")
+    if seeds is None:
+        seeds = 1 if cv else 3
     if seeds < 1:
         raise DocattnError(f"--seeds must be >= 1, got {seeds}")
     from docattn.training.config import MAX_SEED  # light: no torch
@@ -614,10 +695,19 @@ def benchmark(
         raise DocattnError(f"--jobs must be >= 1, got {jobs}")
     # each model's own data settings (e.g. HCAN's text cleaning), one cached preparation per distinct one
     prepare_for = PathData(_resolve(data), test and _resolve(test), _reader_options(fmt, text_col, label_col), name=data)
-    prepare_for(built[0].data_settings)  # data errors (no test split...) before the first trial
+    if cv is None and test_fraction is None and not test and not prepare_for.has_test_split():
+        common["test_fraction"] = 0.2
+        built = [DocumentClassifier(name, **{**common, **per_model.get(name, {})}) for name in names]
+        console.print(f"note: {data} has no test split: 20% of it, stratified, is held out for testing "
+                      "(--test-fraction F or --cv K to choose)")
+    first = built[0].data_settings
+    if cv is not None:
+        first = DocumentClassifier(names[0], **{**common, **per_model.get(names[0], {}), "cv_folds": cv}).data_settings
+    prepare_for(first)  # data errors (no test split...) before the first trial
     seed_list = list(range(first_seed, first_seed + seeds))
-    rows = run_benchmark(names, prepare_for, seed_list, out, common, f"{Path(data).name}", per_model, log=console.print,
-                         runs=runs, jobs=jobs)
+    title = f"{Path(data).name}" + (f", {cv}-fold cross-validation" if cv else "")
+    rows = run_benchmark(names, prepare_for, seed_list, out, common, title, per_model, log=console.print,
+                         runs=runs, jobs=jobs, folds=cv)
     console.print((out / "results.md").read_text())
     console.print(f"wrote {out}/results.json, results.md, curves.png ({len(rows)} models)")
 

@@ -210,3 +210,49 @@ def _floats(fields: list[str]) -> bool:
     except ValueError:
         return False
     return True
+
+
+PACKAGED = {"wordllama": "the wordllama package's 256-d token table (Llama 2 tokens, trained for averaged sentence embeddings)"}
+
+
+def packaged_vectors(name: str, vocab: Vocabulary, corpus: EncodedCorpus | None = None,
+                     spread: float | None = None) -> tuple[np.ndarray, Coverage]:
+    """Matrix for ``vocab`` from vectors that a package installs with its weights, so nothing is downloaded:
+    ``wordllama`` (``pip install 'docattn[vectors]'``). Each word is split into the table's subword tokens and
+    gets their mean, as the table was trained to be used; every word has one. ``spread``: the standard deviation
+    the entries are scaled to (None: as shipped)."""
+    import importlib.util
+
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    if name not in PACKAGED:
+        raise DataError(f"unknown packaged vectors {name!r}; available: {', '.join(PACKAGED)}")
+    spec = importlib.util.find_spec(name)  # the files only: importing the package would pull its own dependencies
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(f"embeddings={name!r} needs the {name} package: pip install 'docattn[vectors]'")
+    root = Path(list(spec.submodule_search_locations)[0])
+    try:
+        tokenizer = Tokenizer.from_file(str(root / "tokenizers" / "l2_supercat_tokenizer_config.json"))
+        table = load_file(str(root / "weights" / "l2_supercat_256.safetensors"))["embedding.weight"].astype(np.float32)
+    except (OSError, KeyError, Exception) as err:  # noqa: BLE001 - another release's layout: one clear line
+        raise DataError(f"embeddings={name!r}: cannot read the vectors in {root} ({str(err).splitlines()[0][:200]}); "
+                        "reinstall it (pip install --force-reinstall wordllama)") from None
+    words = vocab.tokens[len(SPECIAL_TOKENS):]
+    pieces = tokenizer.encode_batch(words, add_special_tokens=False)
+    matrix = np.zeros((len(vocab), table.shape[1]), dtype=np.float32)
+    ids = [p.ids for p in pieces]
+    lengths = np.array([len(i) for i in ids])
+    flat = np.fromiter((t for i in ids for t in i), dtype=np.int64, count=int(lengths.sum()))
+    rows = np.repeat(np.arange(len(words)), lengths)
+    np.add.at(matrix, len(SPECIAL_TOKENS) + rows, table[flat])  # sum of each word's pieces, then their mean
+    matrix[len(SPECIAL_TOKENS):] /= np.maximum(lengths, 1)[:, None]
+    found = np.r_[np.zeros(len(SPECIAL_TOKENS), dtype=bool), lengths > 0]
+    if spread is not None and found.any():
+        matrix *= spread / float(matrix[found].std())
+    matrix[PAD] = 0.0
+    token_share = float("nan")
+    if corpus is not None and len(corpus.tokens):
+        counts = np.bincount(np.asarray(corpus.tokens), minlength=len(vocab))
+        token_share = float(counts[found].sum() / counts.sum())
+    return matrix, Coverage(int(found.sum()), len(vocab) - len(SPECIAL_TOKENS), token_share)

@@ -36,11 +36,24 @@ class DataSettings:
     max_vocab: int | None = None
     valid_fraction: float = 0.1  # HAN: 10% of train; the HPAN paper: 0.3
     split_seed: int = 0
+    # for data without a test split: this share of the training documents (stratified, seeded) is tested on...
+    test_fraction: float | None = None
+    # ... or fold cv_fold of a stratified cv_folds-fold split (benchmark --cv runs every fold)
+    cv_folds: int | None = None
+    cv_fold: int = 0
     max_sentences: int | None = None  # hierarchical truncation (None: keep all)
     max_words: int | None = None  # words per sentence
     max_tokens: int | None = None  # flat models
 
     def __post_init__(self):
+        if self.test_fraction is not None and not 0.0 < self.test_fraction < 1.0:
+            raise ConfigError(f"test_fraction must be between 0 and 1, got {self.test_fraction}")
+        if self.test_fraction is not None and self.cv_folds is not None:
+            raise ConfigError("test_fraction and cv_folds both choose the test documents: give one of them")
+        if self.cv_folds is not None and not (isinstance(self.cv_folds, int) and self.cv_folds >= 2):
+            raise ConfigError(f"cv_folds must be a whole number >= 2, got {self.cv_folds!r}")
+        if self.cv_folds is not None and not 0 <= self.cv_fold < self.cv_folds:
+            raise ConfigError(f"cv_fold must be from 0 to {self.cv_folds - 1}, got {self.cv_fold}")
         for name in ("max_sentences", "max_words", "max_tokens"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
@@ -81,6 +94,15 @@ def prepare(
     if train.labels is None:
         raise DataError(f"{train.source or 'training data'}: documents have no labels")
     t0 = time.perf_counter()
+    if settings.test_fraction is not None or settings.cv_folds is not None:
+        if test is not None:
+            raise DataError(f"{test.source or 'the test data'}: the data has a test split of its own, so "
+                            "test_fraction / cv_folds (--test-fraction, --cv) would test on other documents; drop one")
+        from docattn.data.splits import held_out_split
+
+        tr_idx, te_idx = held_out_split(train.labels, settings.test_fraction, settings.cv_folds, settings.cv_fold,
+                                        settings.split_seed)
+        train, test = train.subset(tr_idx), train.subset(te_idx)
     if valid is None:
         tr_idx, va_idx = stratified_split(train.labels, settings.valid_fraction, settings.split_seed)
         train, valid = train.subset(tr_idx), train.subset(va_idx)

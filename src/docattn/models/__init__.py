@@ -28,19 +28,24 @@ class ModelSpec:
     layout: str  # "hierarchical", "flat" or "bag" (non-neural baselines)
     defaults: dict = field(default_factory=dict)  # hyper-parameters of this variant
     training: dict = field(default_factory=dict)  # the paper's optimiser settings
+    # on a CPU under the auto recipe: the configuration the family was measured at on two cores (training
+    # options and hyper-parameters together); the paper's sizes stay a recipe="paper" away
+    cpu: dict = field(default_factory=dict)
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
 _loaded = False
 
 
-def register_model(name: str, *, description: str, paper: str, layout: str, training: dict | None = None, **defaults):
+def register_model(name: str, *, description: str, paper: str, layout: str, training: dict | None = None,
+                   cpu: dict | None = None, **defaults):
     """Decorator: register ``cls_or_fn`` under ``name`` with these default hyper-parameters."""
 
     def wrap(builder):
         if name in _REGISTRY:
             raise ValueError(f"model {name!r} registered twice")
-        _REGISTRY[name] = ModelSpec(name, builder, description, paper, layout, dict(defaults), dict(training or {}))
+        _REGISTRY[name] = ModelSpec(name, builder, description, paper, layout, dict(defaults), dict(training or {}),
+                                    dict(cpu or {}))
         return builder
 
     return wrap

@@ -156,6 +156,7 @@ class BagModel(nn.Module):
     """
 
     layout = "bag"
+    weighs_classes = True  # fit_encoded honours class_weights (the fastText library cannot)
 
     def __init__(self, vocab_size: int, num_classes: int):
         super().__init__()
@@ -214,8 +215,10 @@ class TfidfBaseline(BagModel):
         return tfidf(counts, idf, self.config.sublinear_tf)
 
     # ------------------------------------------------------------------ fitting
-    def fit_encoded(self, enc: EncodedCorpus, vocab=None, seed: int = 0) -> "TfidfBaseline":
-        """Fit feature keys (min_df), idf and the classifier on a labelled encoded split (deterministic: ``seed`` unused)."""
+    def fit_encoded(self, enc: EncodedCorpus, vocab=None, seed: int = 0,
+                    class_weights: np.ndarray | None = None) -> "TfidfBaseline":
+        """Fit feature keys (min_df), idf and the classifier on a labelled encoded split (deterministic: ``seed`` unused);
+        ``class_weights`` (one per class) weigh each document's loss by its class, as scikit-learn's class_weight."""
         from sklearn.feature_extraction.text import TfidfTransformer
 
         cfg = self.config
@@ -241,7 +244,7 @@ class TfidfBaseline(BagModel):
         counts = count_matrix(docs[occ], column[inverse[occ]], len(enc), int(keep.sum()))
         idf = TfidfTransformer(sublinear_tf=cfg.sublinear_tf).fit(counts).idf_.astype(np.float64)
         X = tfidf(counts, idf, cfg.sublinear_tf)
-        weight, bias, classes, link = self._fit_classifier(X, y)
+        weight, bias, classes, link = self._fit_classifier(X, y, class_weights)
         self.arrays = {
             "feature_keys": uniq[keep].astype(np.int64),
             "idf": idf,
@@ -252,14 +255,16 @@ class TfidfBaseline(BagModel):
         self.link = link
         return self
 
-    def _fit_classifier(self, X: sp.csr_matrix, y: np.ndarray):
+    def _fit_classifier(self, X: sp.csr_matrix, y: np.ndarray, class_weights: np.ndarray | None = None):
         """(weight (R, F), bias (R,), classes, link) of the fitted classifier."""
         cfg = self.config
         present = np.unique(y)
+        # per-document weights: the same as scikit-learn's class_weight, and they also pass one-vs-rest intact
+        sample_weight = None if class_weights is None else np.asarray(class_weights, dtype=np.float64)[y]
         if cfg.classifier == "nb":
             from sklearn.naive_bayes import MultinomialNB
 
-            nb = MultinomialNB(alpha=cfg.alpha).fit(X, y)
+            nb = MultinomialNB(alpha=cfg.alpha).fit(X, y, sample_weight=sample_weight)
             return nb.feature_log_prob_, nb.class_log_prior_, nb.classes_, "softmax"
         from sklearn.linear_model import LogisticRegression
 
@@ -276,12 +281,12 @@ class TfidfBaseline(BagModel):
             return LogisticRegression(C=cfg.C, solver=solver, max_iter=cfg.max_iter, random_state=0, **penalty)
 
         if binary:
-            lr = make().fit(X, y)
+            lr = make().fit(X, y, sample_weight=sample_weight)
             return lr.coef_, lr.intercept_, lr.classes_, "binary"
         if solver == "liblinear":  # liblinear is binary only: one-vs-rest, one class at a time
-            fits = [make().fit(X, (y == c).astype(np.int64)) for c in present]
+            fits = [make().fit(X, (y == c).astype(np.int64), sample_weight=sample_weight) for c in present]
             return np.vstack([f.coef_ for f in fits]), np.concatenate([f.intercept_ for f in fits]), present, "ovr"
-        lr = make().fit(X, y)
+        lr = make().fit(X, y, sample_weight=sample_weight)
         return lr.coef_, lr.intercept_, lr.classes_, "softmax"
 
     # ------------------------------------------------------------------ inference

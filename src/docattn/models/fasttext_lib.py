@@ -85,8 +85,13 @@ class FastTextLib(BagModel):
     def hparams(self) -> dict:
         return asdict(self.config)
 
-    def fit_encoded(self, enc: EncodedCorpus, vocab=None, seed: int = 0) -> "FastTextLib":
+    weighs_classes = False  # the library's training has no per-class or per-example weights
+
+    def fit_encoded(self, enc: EncodedCorpus, vocab=None, seed: int = 0, class_weights=None) -> "FastTextLib":
         """Train on a labelled encoded split (rare words are already UNK by docattn's vocabulary)."""
+        if class_weights is not None:
+            raise ConfigError("fasttext-lib cannot weigh classes (the fastText library has no such option); "
+                              "leave class_weight unset")
         ft = _library()
         y = np.asarray(enc.labels, dtype=np.int64)
         if len(y) == 0 or (y < 0).any() or (y >= self.num_classes).any():

@@ -81,6 +81,10 @@ _TRAINING = {"optimizer": "adam", "lr": 2e-4, "betas": (0.9, 0.99), "batch_size"
 # positions: hierarchical variants keep each sentence's first 1000 words (20 Newsgroups has
 # "sentences" of up to 8,249 words, uuencoded files and statistics tables, 1.1 GB per attention
 # matrix; IMDB has one training sentence over 1000), flat variants each document's first 1000 tokens.
+# the configuration HCAN was measured at on two CPU cores (benchmarks/README.md, "The IMDB comparison in one
+# command"): the paper's d 512 / 8 heads trains at a few documents/s there
+HCAN_CPU = {"lr": 2e-3, "schedule": "cosine", "val_per_epoch": 2, "max_epochs": 3, "d_model": 64, "heads": 4,
+            "embedding_dim": 64}
 HCAN_TRAINING = {**_TRAINING, "max_words": 1000}
 CAN_TRAINING = {**_TRAINING, "max_tokens": 1000}
 
@@ -341,7 +345,8 @@ def _variant(name: str, description: str, hierarchical: bool, **defaults):
     cls = HCAN if hierarchical else ConvAttentionNetwork
     training = HCAN_TRAINING if hierarchical else CAN_TRAINING
 
-    @register_model(name, description=description, paper=HCAN_PAPER, layout=cls.layout, training=training, **defaults)
+    @register_model(name, description=description, paper=HCAN_PAPER, layout=cls.layout, training=training, cpu=HCAN_CPU,
+                    **defaults)
     def build(vocab_size: int, num_classes: int, **hparams):
         return cls(vocab_size, num_classes, **hparams)
 

@@ -10,9 +10,20 @@ from docattn.errors import ConfigError, checked_fields
 MAX_SEED = 2**32 - 1  # what NumPy's and Lightning's seeding accept
 
 
+RECIPES = ("auto", "paper")
+
+
 @dataclass
 class TrainConfig:
-    max_epochs: int = 10
+    # "auto": training length, early stopping, word2vec passes and class weights follow the data
+    # (training/recipe.py); "paper": each model's registered settings, fixed length, as the papers trained
+    recipe: str = "auto"
+    max_epochs: int | None = None  # None: sized to the data (auto) or the model's registered epochs (paper, else 10)
+    # auto: at least this many optimizer steps (small data sets get more epochs), at least min_epochs
+    # (the model's registered epochs) and at most epoch_limit epochs, ended sooner by early stopping
+    min_steps: int = 1000
+    min_epochs: int = 1
+    epoch_limit: int = 50
     batch_size: int = 64  # documents per batch (HAN: 64)
     optimizer: str = "adam"  # "sgd" (momentum), "adam", "adamw"
     lr: float = 1e-3
@@ -40,8 +51,17 @@ class TrainConfig:
     ema_decay: float | None = None
     val_every_n_steps: int | None = None  # None: validate after each epoch (or val_per_epoch times)
     val_per_epoch: int = 1  # validations per epoch when val_every_n_steps is None: finer best-checkpoint choice
-    monitor: str = "val_acc"  # "val_acc", "val_macro_f1" or "val_loss"
-    patience: int | None = None  # early stopping after this many validations without improvement
+    # "val_acc", "val_macro_f1" or "val_loss"; None: macro-F1 where class_weight resolves to weights
+    # (imbalanced data), accuracy elsewhere
+    monitor: str | None = None
+    # early stopping after this many validations without improvement; 0: never; None: 3 epochs' worth under auto
+    # when max_epochs is left to it, else never
+    patience: int | None = None
+    # loss weights per class: "balanced" (inverse frequency, as scikit-learn's), {label: weight}, None, or
+    # "auto": balanced where the largest class has over 3x the training documents of the smallest (auto recipe)
+    class_weight: str | dict | None = "auto"
+    # fit the tf-idf logistic regression on the same split beside every neural model and report both
+    guardrail: bool = True
     seed: int = 0
     accelerator: str = "auto"  # "auto", "cpu", "gpu"
     devices: int | str = 1
@@ -50,9 +70,10 @@ class TrainConfig:
     precision: str | None = None  # None: bf16-mixed on CUDA, 32 elsewhere
     embeddings: str = "word2vec"  # "word2vec" (trained on the training split), "random", or a vector file path
     freeze_embeddings: bool = False
-    # 20 does better everywhere it was measured (20 Newsgroups HAN +1.6 points; IMDB seed 0 HCAN +1.1,
-    # SANet +0.7; IMDB HAN +0.24 over 3 seeds: benchmarks/README.md); 5 keeps the documented defaults' results
-    word2vec_epochs: int = 5
+    # passes over the training text; None: enough passes for about word2vec_tokens tokens seen (5 to 50)
+    # under auto, so a small corpus gets more of them; 5 (gensim's default) under paper
+    word2vec_epochs: int | None = None
+    word2vec_tokens: int = 40_000_000
     # skip-gram instead of CBOW: slower to train; lifted HCAN by 0.53 on IMDB and 4.9 on 20 Newsgroups over 3 seeds,
     # CSPAN by 3.45 on 20 Newsgroups; IMDB HAN not (-0.14), nor SANet or CSPAN on IMDB (seed 0)
     word2vec_skipgram: bool = False
@@ -69,11 +90,19 @@ class TrainConfig:
 
     def __post_init__(self):
         checked_fields(self)
+        if self.recipe not in RECIPES:
+            raise ConfigError(f"recipe must be {' or '.join(RECIPES)}, got {self.recipe!r}")
+        if not (self.class_weight is None or isinstance(self.class_weight, (str, dict))) or (
+                isinstance(self.class_weight, str) and self.class_weight not in ("auto", "balanced")):
+            raise ConfigError(f"class_weight must be 'auto', 'balanced', a {{label: weight}} dict or None, got {self.class_weight!r}")
+        if isinstance(self.class_weight, dict) and not all(
+                isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < math.inf for w in self.class_weight.values()):
+            raise ConfigError(f"class_weight's weights must be numbers above 0, got {self.class_weight!r}")
         if self.optimizer not in ("sgd", "adam", "adamw"):
             raise ConfigError(f"optimizer must be sgd, adam or adamw, got {self.optimizer!r}")
         if self.schedule not in ("none", "step", "multistep", "cosine"):
             raise ConfigError(f"schedule must be none, step, multistep or cosine, got {self.schedule!r}")
-        if self.monitor not in ("val_acc", "val_macro_f1", "val_loss"):
+        if self.monitor not in (None, "val_acc", "val_macro_f1", "val_loss"):
             raise ConfigError(f"monitor must be val_acc, val_macro_f1 or val_loss, got {self.monitor!r}")
         if self.val_per_epoch < 1:
             raise ConfigError(f"val_per_epoch must be >= 1, got {self.val_per_epoch}")
@@ -87,8 +116,8 @@ class TrainConfig:
             raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.loader_workers < 0:
             raise ConfigError(f"loader_workers must be >= 0, got {self.loader_workers}")
-        for name in ("batch_size", "max_epochs"):
-            if getattr(self, name) < 1:
+        for name in ("batch_size", "max_epochs", "min_steps", "min_epochs", "epoch_limit", "word2vec_tokens"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0 <= self.seed <= MAX_SEED:
             raise ConfigError(f"seed must be from 0 to {MAX_SEED}, got {self.seed}")
@@ -117,6 +146,8 @@ class TrainConfig:
     @classmethod
     def from_json(cls, data: dict) -> "TrainConfig":
         names = {f.name for f in fields(cls)}
+        if "recipe" not in data:  # saved before recipes: trained for fixed epochs, unweighted, by accuracy
+            data = {"recipe": "paper", "class_weight": None, "monitor": "val_acc", "guardrail": False, **data}
         return cls(**{k: v for k, v in data.items() if k in names})
 
     @classmethod

@@ -110,17 +110,22 @@ class DocumentData(L.LightningDataModule):
 class ClassifierModule(L.LightningModule):
     """Cross-entropy training of any docattn model; validation accuracy, macro-F1 and loss."""
 
-    def __init__(self, model: torch.nn.Module, cfg: TrainConfig):
+    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, class_weights=None, per_step_schedule: bool = False):
         super().__init__()
         self.model, self.cfg = model, cfg
         self._val = []
+        # the cosine (and warm-up) as one per-step factor over the steps Lightning plans for this run;
+        # without it (the paper recipe) the cosine steps once an epoch over max_epochs
+        self.per_step_schedule = per_step_schedule
+        weights = None if class_weights is None else torch.as_tensor(np.asarray(class_weights), dtype=torch.float32)
+        self.register_buffer("class_weights", weights, persistent=False)
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
         return batch.to(device)
 
     def training_step(self, batch, batch_idx):
         out = self.model(batch)
-        loss = F.cross_entropy(out.logits.float(), batch.labels, label_smoothing=self.cfg.label_smoothing)
+        loss = F.cross_entropy(out.logits.float(), batch.labels, weight=self.class_weights, label_smoothing=self.cfg.label_smoothing)
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch))
         for name, value in out.stats.items():
             self.log(name, value, on_step=False, on_epoch=True, batch_size=len(batch))
@@ -180,6 +185,10 @@ class ClassifierModule(L.LightningModule):
             opt = torch.optim.Adam(groups, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, fused=fused)
         else:
             opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, fused=fused)
+        if self.per_step_schedule and cfg.schedule in ("cosine", "none"):
+            total = max(1, int(self.trainer.estimated_stepping_batches))
+            factor = _per_step_factor(cfg.schedule, cfg.warmup_steps, total)
+            return [opt], [{"scheduler": torch.optim.lr_scheduler.LambdaLR(opt, factor), "interval": "step"}]
         schedulers = []
         if cfg.schedule == "step":
             schedulers.append(torch.optim.lr_scheduler.StepLR(opt, cfg.step_size, cfg.gamma))
@@ -192,6 +201,20 @@ class ClassifierModule(L.LightningModule):
             warmup = torch.optim.lr_scheduler.LinearLR(opt, 1.0 / cfg.warmup_steps, 1.0, total_iters=cfg.warmup_steps - 1)
             configs.append({"scheduler": warmup, "interval": "step"})
         return ([opt], configs) if configs else opt
+
+
+def _per_step_factor(schedule: str, warmup: int, total: int):
+    """The rate's multiplier at each optimizer step: a linear warm-up, then a cosine from 1 to 0 over the
+    ``total`` steps planned (or 1 throughout). A function of the step alone, so a resume, whose scheduler
+    state keeps only the step, continues the same curve, and an early stop simply ends it sooner."""
+
+    def factor(step: int) -> float:
+        rise = min(1.0, (step + 1) / warmup) if warmup else 1.0
+        if schedule != "cosine":
+            return rise
+        return rise * 0.5 * (1.0 + math.cos(math.pi * min(step, total) / total))
+
+    return factor
 
 
 class EMAWeights(WeightAveraging):
@@ -293,11 +316,11 @@ def trained_epochs(checkpoint: Path) -> int:
     return read_checkpoint(checkpoint)["epoch"] + 1
 
 
-def check_resumable(checkpoint: Path, max_epochs: int) -> None:
+def check_resumable(checkpoint: Path, max_epochs: int | None) -> None:
     """Refuse, before anything is written, a checkpoint that cannot be read safely and a resume with no
     epoch left to train: it would train nothing and rewrite the run's config.json without its history."""
     done = trained_epochs(checkpoint)
-    if max_epochs <= done:
+    if max_epochs is not None and max_epochs <= done:
         raise ConfigError(f"--resume: {checkpoint} has already trained {done} epoch(s), nothing is left to resume; "
                           f"give --epochs {done + 1} or more to train more (now: {max_epochs})")
 
@@ -522,8 +545,12 @@ def fit(
     run_dir: Path | None = None,
     resume: bool = False,
     on_best=None,
+    class_weights=None,
 ) -> FitResult:
-    """Train ``model`` in place; on return it holds the best validation weights."""
+    """Train ``model`` in place; on return it holds the best validation weights. ``class_weights``: one
+    loss weight per class, or None. ``cfg`` is concrete (``training.recipe.resolve`` made it so)."""
+    if cfg.max_epochs is None or cfg.monitor is None:
+        raise ConfigError("fit needs a resolved config (training.recipe.resolve): max_epochs and monitor are unset")
     # Lightning's start-up banners and a warning about our own batch transfer are noise for users
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*transfer_batch_to_device.*")
@@ -532,7 +559,7 @@ def fit(
     # the progress figures (train_loss) are rank 0's own
     warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed setting.*")
     L.seed_everything(cfg.seed, verbose=False)
-    module = ClassifierModule(model, cfg)
+    module = ClassifierModule(model, cfg, class_weights, per_step_schedule=cfg.recipe == "auto")
     data = DocumentData(train, valid, model.layout, limits, cfg)
     ema = EMAWeights(cfg.ema_decay) if cfg.ema_decay else None
     best = BestWeights(cfg.monitor, on_best, ema.validated_model if ema else None)

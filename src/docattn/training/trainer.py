@@ -9,7 +9,11 @@ import numpy as np
 import torch
 
 from docattn.data.prepare import PreparedData
+from docattn.models.baselines import BagModel as OneShotModel
 from docattn.errors import CheckpointError, ConfigError, DataError, DocattnError
+
+
+VECTOR_SPREAD = 0.3  # packaged vectors are scaled to this entry spread, about word2vec's on these corpora
 
 
 def init_embeddings(model, data: PreparedData, cfg) -> dict:
@@ -26,9 +30,12 @@ def init_embeddings(model, data: PreparedData, cfg) -> dict:
     if cfg.embeddings == "word2vec":
         matrix = _cached_word2vec(data, dim, cfg)
     else:
-        from docattn.data.embeddings import load_vectors
+        from docattn.data.embeddings import PACKAGED, load_vectors, packaged_vectors
 
-        matrix, coverage = load_vectors(cfg.embeddings, data.vocab, data.splits["train"], seed=cfg.seed)
+        if cfg.embeddings in PACKAGED:
+            matrix, coverage = packaged_vectors(cfg.embeddings, data.vocab, data.splits["train"], spread=VECTOR_SPREAD)
+        else:
+            matrix, coverage = load_vectors(cfg.embeddings, data.vocab, data.splits["train"], seed=cfg.seed)
         if matrix.shape[1] != dim:
             raise ConfigError(f"{cfg.embeddings}: vectors are {matrix.shape[1]}-d but the model's embedding is {dim}-d (set embedding_dim={matrix.shape[1]})")
         if coverage.words_found == 0:  # every word would start random: surely the wrong file (or cased vs lowercased)
@@ -103,14 +110,17 @@ def evaluate_encoded(clf, enc) -> dict:
 
 def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bool = False) -> dict:
     """Train ``clf.model`` on ``data``; with ``run_dir``, keep the best weights there as training goes."""
+    from docattn.training.recipe import resolve
     from docattn.training.run import WEIGHTS, save_run, save_weights
 
-    cfg = clf.train_config
+    train = data.splits["train"]
+    cfg, weights = resolve(clf.train_config, len(train), len(train.tokens), train.labels, clf.labels.classes)
+    clf.train_config = cfg  # the numbers this run trains with: config.json records them, --resume repeats them
     model = clf.model
-    results: dict = {"data": data.info}
-    if hasattr(model, "fit_encoded"):  # non-neural baselines train in one call
+    results: dict = {"data": data.info, "recipe": _recipe_record(cfg, weights, clf.labels.classes)}
+    if isinstance(model, OneShotModel):  # non-neural baselines train in one call
         t0 = time.perf_counter()
-        model.fit_encoded(data.splits["train"], data.vocab, seed=cfg.seed)
+        model.fit_encoded(train, data.vocab, seed=cfg.seed, class_weights=_one_shot_weights(model, clf._requested, weights))
         results["train_seconds"] = time.perf_counter() - t0
         results["valid"] = _brief(evaluate_encoded(clf, data.splits["valid"]))
     else:
@@ -135,7 +145,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
             if run_dir is not None:
                 save_weights(m, run_dir / WEIGHTS, clf.model_name)
 
-        res = fit(model, data.splits["train"], data.splits["valid"], cfg, clf.limits, run_dir, resume, on_best)
+        res = fit(model, train, data.splits["valid"], cfg, clf.limits, run_dir, resume, on_best, class_weights=weights)
         results.update(
             best=res.best_metrics,
             train_seconds=res.train_seconds,
@@ -148,15 +158,103 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         )
         results["is_global_zero"] = res.is_global_zero
         results["device"] = res.device  # where it trained, e.g. "cuda:0"
-    if "test" in data.splits and (data.splits["test"].labels >= 0).all():
+    has_test = "test" in data.splits and (data.splits["test"].labels >= 0).all()
+    if has_test:
         if str(results.get("device", "cpu")).startswith("cuda"):
             model.to(results["device"])  # Lightning hands the model back on the CPU: test where it trained
         results["test"] = _brief(evaluate_encoded(clf, data.splits["test"]))  # on the training device
-    if not hasattr(model, "fit_encoded"):
+    if not isinstance(model, OneShotModel):
         model.to("cpu")  # a fitted classifier predicts on the CPU unless moved
+        if cfg.guardrail and results.get("is_global_zero", True):
+            baseline = fit_guardrail(data, cfg, weights)
+            results["baseline"] = baseline.record
+            results["guardrail"] = guardrail_verdict(results)
+            if run_dir is not None:
+                baseline.save(run_dir)
     if run_dir is not None and results.get("is_global_zero", True):
+        from docattn.training.membership import save_membership
+
         save_run(run_dir, clf.model_name, model, clf.vocab, clf.labels, clf.data_settings, cfg, results)
+        save_membership(run_dir, data.splits)
     return results
+
+
+def _recipe_record(cfg, weights, classes) -> dict:
+    """What the recipe decided, for config.json's results and the CLI's summary."""
+    record = {"recipe": cfg.recipe, "max_epochs": cfg.max_epochs, "patience": cfg.patience, "monitor": cfg.monitor,
+              "word2vec_epochs": cfg.word2vec_epochs}
+    if weights is not None:
+        record["class_weights"] = {str(c): round(float(w), 4) for c, w in zip(classes, weights)}
+    return record
+
+
+def _one_shot_weights(model, requested, weights):
+    """Class weights for a model fitted in one call. One whose library cannot weigh classes trains
+    unweighted when the recipe chose the weights, and refuses weights the user asked for."""
+    if weights is None or model.weighs_classes:
+        return weights
+    if requested.class_weight == "auto":
+        return None
+    raise ConfigError(f"class_weight={requested.class_weight!r}: this model's library cannot weigh classes; leave it unset")
+
+
+class Guardrail:
+    """The tf-idf logistic regression fitted beside a neural model on the same training split: a
+    neural model well under it is undertrained or mis-set, and the user is told (``record["behind"]``)."""
+
+    MAX_DOCUMENTS = 50_000  # past this a stratified sample of the training split: seconds, not minutes
+    MARGIN = 0.01  # more than 1 point under the baseline's validation accuracy is "behind"
+    FOLDER = "baseline"
+
+    def __init__(self, model, record: dict):
+        self.model, self.record = model, record
+
+    def save(self, run_dir: Path) -> None:
+        folder = Path(run_dir) / self.FOLDER
+        folder.mkdir(exist_ok=True)
+        self.model.save_artifacts(folder)
+
+
+def fit_guardrail(data: PreparedData, cfg, weights) -> Guardrail:
+    """Fit ``logreg`` on the training split (a sample past ``MAX_DOCUMENTS``) and score it like the model."""
+    from docattn.models import create_model
+
+    t0 = time.perf_counter()
+    train = data.splits["train"]
+    sampled = len(train) > Guardrail.MAX_DOCUMENTS
+    if sampled:
+        from docattn.data.splits import stratified_split
+
+        _, keep = stratified_split(train.labels, Guardrail.MAX_DOCUMENTS / len(train), seed=cfg.seed)
+        train = train.subset(keep)
+    model = create_model("logreg", vocab_size=len(data.vocab), num_classes=len(data.labels))
+    model.fit_encoded(train, data.vocab, seed=cfg.seed, class_weights=weights)
+    record: dict = {"model": "logreg", "documents": len(train), "sampled": sampled}
+    for split in ("valid", "test"):
+        enc = data.splits.get(split)
+        if enc is not None and len(enc) and (enc.labels >= 0).all():
+            from docattn.training.metrics import classification_report
+
+            report = classification_report(np.asarray(enc.labels), model.predict_proba_encoded(enc).argmax(1),
+                                           data.labels.classes)
+            record[split] = {k: report[k] for k in ("documents", "accuracy", "macro_f1")}
+    record["seconds"] = round(time.perf_counter() - t0, 2)
+    return Guardrail(model, record)
+
+
+def guardrail_verdict(results: dict) -> dict | None:
+    """The model's and the baseline's validation scores side by side, and whether the model is behind."""
+    baseline, best = results.get("baseline"), results.get("best") or {}
+    if not baseline or "valid" not in baseline or "val_acc" not in best:
+        return None
+    model_acc, base_acc = float(best["val_acc"]), float(baseline["valid"]["accuracy"])
+    return {"model": {"accuracy": model_acc, "macro_f1": float(best.get("val_macro_f1", float("nan")))},
+            "baseline": baseline["valid"], "behind": model_acc < base_acc - Guardrail.MARGIN}
+
+
+GUARDRAIL_ADVICE = ("the neural model is under the tf-idf baseline: on small data, train word2vec longer "
+                    "(--set word2vec_epochs=50) or on more text (--set word2vec_text=PATH), start from pre-trained "
+                    "vectors (--embeddings FILE), or use the baseline itself (--model logreg)")
 
 
 def _check_same_data(run_dir: Path, clf) -> None:

@@ -1,0 +1,180 @@
+"""The transfer suite: every model at its defaults over data of different sizes and kinds, one table.
+
+    python benchmarks/transfer.py [--sets bbc,ag,imdb1k,...] [--models nb,logreg,han,...] [--jobs 2]
+
+Each data set runs `docattn benchmark` with the same options for every model and every set (no
+per-data-set flags), so the table shows how the defaults transfer:
+
+- bbc: BBC News, 2,225 articles, 5 topics, stratified 5-fold cross-validation;
+- ag: AG News' test split (7,600 titles and descriptions, 4 topics) as a corpus, 5-fold cross-validation;
+- imdb1k, imdb2k, imdb5k: 1,000 / 2,000 / 5,000 IMDB training reviews (a seeded draw), tested on all
+  25,000 test reviews;
+- news2k: 2,000 20 Newsgroups training posts (a seeded, stratified draw), tested on its 7,532 test posts;
+- imdb, news: the full training splits, tested on the full test splits.
+
+Validation takes 10% of the training documents everywhere, as `docattn train` does by default.
+Results: benchmarks/results/transfer/<set>/ (results.json, results.md, run.json with the command) and
+the combined table in benchmarks/results/transfer/table.md, also written between the transfer
+markers of benchmarks/README.md. Set subsets are written under $DOCATTN_CACHE (or ~/.cache/docattn).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, SHARED_DATA, machine  # noqa: E402
+
+MODELS = "nb,logreg,han,hpan,hsan,kim-cnn,fasttext,hcan,sanet,cspan"
+SETS = ["bbc", "ag", "imdb1k", "imdb2k", "imdb5k", "news2k", "imdb", "news"]
+README = Path(__file__).resolve().parent / "README.md"
+START, END = "<!-- transfer:start -->", "<!-- transfer:end -->"
+
+
+def _work_dir() -> Path:
+    root = Path(os.environ.get("DOCATTN_CACHE", Path.home() / ".cache" / "docattn")) / "transfer-suite"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _write_jsonl(path: Path, docs: list[tuple[str, str]]) -> Path:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for text, label in docs:
+            f.write(json.dumps({"text": text, "label": label}) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _archive_split(archive: Path, split: str) -> list[tuple[str, str]]:
+    from docattn.data.readers import read_splits
+
+    corpus = read_splits(archive)[split]
+    return list(zip(corpus.texts, corpus.labels))
+
+
+def _draw(docs: list, n: int, seed: int = 0, stratified: bool = False) -> list:
+    rng = random.Random(seed)
+    if not stratified:
+        return rng.sample(docs, n)
+    by_label: dict = {}
+    for d in docs:
+        by_label.setdefault(d[1], []).append(d)
+    out = []
+    for label, members in sorted(by_label.items()):
+        out += rng.sample(members, round(n * len(members) / len(docs)))
+    rng.shuffle(out)
+    return out
+
+
+def data_args(name: str) -> list[str]:
+    """The `docattn benchmark` data options for set ``name`` (subsets are written once and reused)."""
+    imdb, news = SHARED_DATA / "imdb" / "aclImdb.tar.gz", SHARED_DATA / "20news" / "20news-bydate.tar.gz"
+    work = _work_dir()
+    if name == "bbc":
+        return ["--data", str(SHARED_DATA / "bbc" / "bbc.tar.gz"), "--cv", "5"]
+    if name == "ag":
+        path = work / "ag_test_as_corpus.jsonl"
+        if not path.exists():
+            from docattn.data.readers import read_splits
+
+            corpus = next(iter(read_splits(SHARED_DATA / "ag_news").values()))
+            _write_jsonl(path, list(zip(corpus.texts, corpus.labels)))
+        return ["--data", str(path), "--cv", "5"]
+    if name.startswith("imdb") and name != "imdb":
+        n = int(name[4:-1]) * 1000
+        path = work / f"imdb_train_{n}.jsonl"
+        if not path.exists():
+            _write_jsonl(path, _draw(_archive_split(imdb, "train"), n))
+        return ["--data", str(path), "--test", str(imdb)]
+    if name == "news2k":
+        path = work / "20news_train_2000.jsonl"
+        if not path.exists():
+            _write_jsonl(path, _draw(_archive_split(news, "train"), 2000, stratified=True))
+        return ["--data", str(path), "--test", str(news)]
+    if name == "imdb":
+        return ["--data", str(imdb)]
+    if name == "news":
+        return ["--data", str(news)]
+    raise SystemExit(f"unknown set {name!r}; sets: {', '.join(SETS)}")
+
+
+def run_set(name: str, models: str, jobs: int, extra: list[str]) -> dict:
+    out = RESULTS / "transfer" / name
+    command = ["docattn", "benchmark", *data_args(name), "--models", models, "--valid-fraction", "0.1",
+               "--jobs", str(jobs), "--out", str(out), *extra]
+    print(" ".join(command), flush=True)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "docattn", *command[1:]], check=True)
+    return {"set": name, "command": " ".join(command), "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _cell(d: dict) -> str:
+    return "-" if not d or d.get("mean") is None else f"{100 * d['mean']:.2f} ± {100 * d['std']:.2f}"
+
+
+def table(sets: list[str]) -> str:
+    """Accuracy and macro-F1 (mean ± std over folds or seeds) per model and set, from the results folders."""
+    rows: dict[str, dict[str, dict]] = {}
+    found = []
+    for name in sets:
+        path = RESULTS / "transfer" / name / "results.json"
+        if not path.exists():
+            continue
+        found.append(name)
+        for r in json.loads(path.read_text()):
+            rows.setdefault(r["model"], {})[name] = r
+    lines = ["| model | " + " | ".join(found) + " | mean accuracy |", "|---|" + "---|" * (len(found) + 1)]
+    for model, by_set in rows.items():
+        cells = []
+        for name in found:
+            r = by_set.get(name)
+            cells.append("-" if r is None else f"{_cell(r['test_accuracy'])} (F1 {_cell(r['test_macro_f1'])})")
+        accs = [by_set[n]["test_accuracy"]["mean"] for n in found if n in by_set and by_set[n]["test_accuracy"]["mean"] is not None]
+        mean = f"{100 * sum(accs) / len(accs):.2f}" if len(accs) == len(found) else "-"
+        lines.append(f"| {model} | " + " | ".join(cells) + f" | {mean} |")
+    return "\n".join(lines)
+
+
+def write_readme(text: str) -> None:
+    readme = README.read_text(encoding="utf-8")
+    if START in readme and END in readme:
+        head, rest = readme.split(START, 1)
+        readme = head + START + "\n" + text + "\n" + END + rest.split(END, 1)[1]
+    else:
+        readme = readme.rstrip("\n") + f"\n\n{START}\n{text}\n{END}\n"
+    README.write_text(readme, encoding="utf-8")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--models", default=MODELS)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--table-only", action="store_true", help="rebuild the table from the results folders")
+    ap.add_argument("extra", nargs="*", help="more `docattn benchmark` options after --, e.g. -- --set guardrail=false")
+    args = ap.parse_args()
+    sets = [s for s in args.sets.split(",") if s]
+    runs = [] if args.table_only else [run_set(s, args.models, args.jobs, args.extra) for s in sets]
+    all_sets = [s for s in SETS if (RESULTS / "transfer" / s / "results.json").exists()]
+    text = table(all_sets)
+    record = {"command": "python " + " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine(),
+              "runs": runs, "table": text}
+    (RESULTS / "transfer").mkdir(parents=True, exist_ok=True)
+    previous = RESULTS / "transfer" / "suite.json"
+    history = json.loads(previous.read_text()) if previous.exists() else []
+    previous.write_text(json.dumps(history + [record], indent=1, default=str))
+    (RESULTS / "transfer" / "table.md").write_text(text + "\n", encoding="utf-8")
+    write_readme(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The training recipe sized to the data: how long to train, when to stop, how long word2vec trains,
+how classes are weighted and by which score the best weights are chosen.
+
+``resolve`` turns the options a user left to the recipe (None, "auto") into numbers for one training
+split, so a run's config.json records what it actually did and ``--resume`` repeats it. Each rule:
+
+- epochs: enough for ``min_steps`` optimizer steps, at least the model's registered epochs, at most
+  ``epoch_limit``: 2,000 documents at batch 64 make 32 steps an epoch, and 3 epochs left HAN untrained;
+- patience: stop after 3 epochs' worth of validations without improvement, keeping the best weights
+  (only where the epochs were left to the recipe: ``max_epochs=N`` trains N epochs);
+- word2vec passes: about ``word2vec_tokens`` tokens in all (5 to 50 passes), since a small corpus
+  gives word2vec too few updates in gensim's 5 passes;
+- class weights: inverse frequency where the largest class has over 3x the documents of the smallest,
+  and then the best weights are the ones with the best macro-F1, not accuracy.
+
+The "paper" recipe keeps each model's registered settings: fixed epochs, no early stopping, 5 word2vec
+passes, no class weights, accuracy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from docattn.errors import ConfigError
+from docattn.training.config import TrainConfig
+
+IMBALANCE = 3.0  # largest / smallest class above this: weight the classes (auto)
+PATIENCE_EPOCHS = 3
+WORD2VEC_PASSES = (5, 50)
+
+
+def validations_per_epoch(cfg: TrainConfig, steps_per_epoch: int) -> int:
+    if cfg.val_every_n_steps:
+        return max(1, steps_per_epoch // min(cfg.val_every_n_steps, steps_per_epoch))
+    return min(cfg.val_per_epoch, steps_per_epoch)
+
+
+def planned_epochs(cfg: TrainConfig, n_documents: int) -> int:
+    """Epochs a run of ``n_documents`` training documents is planned for (early stopping may end it sooner)."""
+    if cfg.max_epochs is not None:
+        return cfg.max_epochs
+    if cfg.recipe == "paper":  # the model registered no epochs (its registered ones are max_epochs)
+        return 10
+    steps_per_epoch = max(1, math.ceil(n_documents / cfg.batch_size))
+    wanted = max(cfg.min_epochs, math.ceil(cfg.min_steps / steps_per_epoch))
+    return min(wanted, max(cfg.epoch_limit, cfg.min_epochs))
+
+
+def word2vec_passes(cfg: TrainConfig, n_tokens: int) -> int:
+    if cfg.word2vec_epochs is not None:
+        return cfg.word2vec_epochs
+    if cfg.recipe == "paper":
+        return WORD2VEC_PASSES[0]
+    low, high = WORD2VEC_PASSES
+    return int(min(high, max(low, math.ceil(cfg.word2vec_tokens / max(n_tokens, 1)))))
+
+
+def class_weights(cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashable]) -> np.ndarray | None:
+    """Per-class loss weights for ``cfg.class_weight`` (None: unweighted); ``labels`` are class indices."""
+    counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=len(classes)).astype(np.float64)
+    choice = cfg.class_weight
+    if choice == "auto":
+        present = counts[counts > 0]
+        imbalanced = cfg.recipe == "auto" and len(present) > 1 and present.max() > IMBALANCE * present.min()
+        choice = "balanced" if imbalanced else None
+    if choice is None:
+        return None
+    if choice == "balanced":  # scikit-learn's n / (k * count); a class absent from training keeps weight 1
+        return np.where(counts > 0, counts.sum() / (len(classes) * np.maximum(counts, 1)), 1.0)
+    by_name = {str(k): float(v) for k, v in choice.items()}
+    unknown = sorted(set(by_name) - {str(c) for c in classes})
+    if unknown:
+        raise ConfigError(f"class_weight names classes the data does not have: {', '.join(unknown)} "
+                          f"(classes: {', '.join(str(c) for c in classes)})")
+    return np.array([by_name.get(str(c), 1.0) for c in classes])
+
+
+def resolve(cfg: TrainConfig, n_documents: int, n_tokens: int, labels: np.ndarray,
+            classes: Sequence[Hashable]) -> tuple[TrainConfig, np.ndarray | None]:
+    """(the config with every recipe-decided option made concrete, per-class loss weights or None)."""
+    weights = class_weights(cfg, labels, classes)
+    epochs = planned_epochs(cfg, n_documents)
+    patience = cfg.patience
+    if patience is None and cfg.recipe == "auto" and cfg.max_epochs is None:  # epochs given: that many are trained
+        steps_per_epoch = max(1, math.ceil(n_documents / cfg.batch_size))
+        patience = PATIENCE_EPOCHS * validations_per_epoch(cfg, steps_per_epoch)
+    monitor = cfg.monitor or ("val_macro_f1" if weights is not None else "val_acc")
+    weight_option = cfg.class_weight
+    if weight_option == "auto":
+        weight_option = "balanced" if weights is not None else None
+    resolved = replace(cfg, max_epochs=epochs, patience=patience, monitor=monitor, class_weight=weight_option,
+                       word2vec_epochs=word2vec_passes(cfg, n_tokens))
+    return resolved, weights

@@ -1,0 +1,251 @@
+"""The recipe sized to the data (training/recipe.py), class weights, the tf-idf guardrail, data without a
+test split (--test-fraction, --cv) and evaluate's warning on documents a run trained on."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from docattn.classifier import DocumentClassifier
+from docattn.data import synthetic
+from docattn.data.prepare import DataSettings, prepare
+from docattn.errors import ConfigError, DataError
+from docattn.training.config import TrainConfig
+from docattn.training.recipe import class_weights, planned_epochs, resolve, word2vec_passes
+
+TINY = dict(embedding_dim=16, hidden_size=8, context_dim=8, progress=False, min_count=2)
+
+
+# ---------------------------------------------------------------------------------------- the recipe
+def test_epochs_follow_the_data_between_the_models_own_and_the_limit():
+    cfg = TrainConfig(min_steps=1000, min_epochs=3, epoch_limit=50, batch_size=64)
+    assert planned_epochs(cfg, 2_000) == math.ceil(1000 / 32)  # 32 steps an epoch: 32 epochs, not 3
+    assert planned_epochs(cfg, 25_000) == 3  # 391 steps an epoch: the model's own 3 already pass 1,000 steps
+    assert planned_epochs(cfg, 100) == 50  # 2 steps an epoch: capped
+    assert planned_epochs(TrainConfig(max_epochs=7), 100) == 7  # asked for: that many
+    assert planned_epochs(TrainConfig(recipe="paper"), 100) == 10
+
+
+def test_a_model_registered_with_epochs_gets_at_least_them_under_auto_and_exactly_them_under_paper():
+    auto, paper = DocumentClassifier("han"), DocumentClassifier("han", recipe="paper")
+    assert auto.train_config.max_epochs is None and auto.train_config.min_epochs == 3
+    assert paper.train_config.max_epochs == 3
+    resolved, _ = resolve(paper.train_config, 2_000, 10**6, np.zeros(2_000, dtype=np.int64), ["a", "b"])
+    assert resolved.max_epochs == 3 and resolved.patience is None and resolved.word2vec_epochs == 5
+
+
+def test_patience_is_three_epochs_of_validations_only_when_the_recipe_chose_the_length():
+    labels = np.arange(2_000) % 2
+    cfg, _ = resolve(TrainConfig(val_per_epoch=3), 2_000, 10**6, labels, ["a", "b"])
+    assert cfg.patience == 9 and cfg.max_epochs == 32
+    fixed, _ = resolve(TrainConfig(max_epochs=5), 2_000, 10**6, labels, ["a", "b"])
+    assert fixed.patience is None and fixed.max_epochs == 5
+    off, _ = resolve(TrainConfig(patience=0), 2_000, 10**6, labels, ["a", "b"])
+    assert off.patience == 0
+
+
+def test_word2vec_passes_grow_as_the_corpus_shrinks():
+    cfg = TrainConfig(word2vec_tokens=40_000_000)
+    assert word2vec_passes(cfg, 700_000) == 50  # BBC-sized: capped
+    assert word2vec_passes(cfg, 4_000_000) == 10
+    assert word2vec_passes(cfg, 100_000_000) == 5
+    assert word2vec_passes(TrainConfig(word2vec_epochs=3), 10) == 3
+    assert word2vec_passes(TrainConfig(recipe="paper"), 10) == 5
+
+
+def test_the_cosine_runs_over_the_planned_steps_and_continues_the_same_curve():
+    from docattn.training.engine import _per_step_factor
+
+    factor = _per_step_factor("cosine", 4, 100)
+    assert [factor(s) for s in range(4)] == pytest.approx([0.25 * c for c in (1, 2, 3, 4)], rel=0.01)
+    assert factor(50) == pytest.approx(0.5) and factor(100) == pytest.approx(0.0) and factor(150) == pytest.approx(0.0)
+    values = [factor(s) for s in range(4, 101)]
+    assert values == sorted(values, reverse=True)  # warm-up, then down to 0 at the planned end, never back up
+    assert _per_step_factor("none", 0, 100)(70) == 1.0
+
+
+def test_a_small_data_set_trains_to_its_planned_steps_with_the_rate_ending_near_zero(tmp_path):
+    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
+    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+    clf = DocumentClassifier("han", embeddings="random", patience=0, min_steps=40, batch_size=32, guardrail=False,
+                             **TINY).fit_prepared(data)
+    steps_per_epoch = math.ceil(len(data.splits["train"]) / 32)
+    assert clf.train_config.max_epochs == math.ceil(40 / steps_per_epoch)
+    history = clf.results["history"]
+    assert history[-1]["step"] == clf.train_config.max_epochs * steps_per_epoch
+    assert history[-1]["lr"] < 0.05 * clf.train_config.lr  # the cosine spans the run's own steps
+    assert clf.results["recipe"]["max_epochs"] == clf.train_config.max_epochs
+
+
+def test_old_runs_without_a_recipe_keep_training_as_they_did():
+    old = TrainConfig.from_json({"max_epochs": 3, "word2vec_epochs": 5, "patience": None})
+    assert old.recipe == "paper" and old.class_weight is None and old.monitor == "val_acc"
+
+
+# ------------------------------------------------------------------------------------- class weights
+def test_balanced_weights_are_scikit_learns_and_auto_weighs_only_imbalanced_data():
+    labels = np.array([0] * 80 + [1] * 20)
+    w = class_weights(TrainConfig(class_weight="balanced"), labels, ["a", "b"])
+    assert w == pytest.approx([100 / (2 * 80), 100 / (2 * 20)])
+    assert class_weights(TrainConfig(), labels, ["a", "b"]) == pytest.approx(w)  # 4x: weighed
+    assert class_weights(TrainConfig(), np.array([0] * 60 + [1] * 40), ["a", "b"]) is None  # 1.5x: not
+    assert class_weights(TrainConfig(recipe="paper"), labels, ["a", "b"]) is None
+    assert class_weights(TrainConfig(class_weight={"b": 3}), labels, ["a", "b"]) == pytest.approx([1, 3])
+    with pytest.raises(ConfigError, match="classes the data does not have: c"):
+        class_weights(TrainConfig(class_weight={"c": 3}), labels, ["a", "b"])
+    for bad in ("heavy", {"a": -1}, 5):
+        with pytest.raises(ConfigError, match="class_weight"):
+            TrainConfig(class_weight=bad)
+
+
+def test_imbalanced_data_is_weighed_and_chosen_by_macro_f1():
+    labels = np.array([0] * 90 + [1] * 10)
+    cfg, weights = resolve(TrainConfig(), 100, 10_000, labels, ["a", "b"])
+    assert cfg.monitor == "val_macro_f1" and cfg.class_weight == "balanced" and weights is not None
+
+
+def test_class_weights_reach_the_loss():
+    import torch
+
+    from docattn.models import create_model
+    from docattn.training.engine import ClassifierModule
+    from docattn.training.inference import make_batch
+
+    sp = synthetic.make_splits(n_train=40, n_test=4, seed=1)
+    data = prepare(sp["train"], None, None, DataSettings(min_count=1))
+    torch.manual_seed(0)
+    model = create_model("han", vocab_size=len(data.vocab), num_classes=len(data.labels), embedding_dim=8, hidden_size=4,
+                         context_dim=4)
+    batch = make_batch(data.splits["train"], np.arange(8), "hierarchical", {})
+    cfg = TrainConfig(max_epochs=1, monitor="val_acc")
+    plain = ClassifierModule(model, cfg)
+    plain.log = lambda *a, **k: None
+    weights = np.linspace(0.5, 2.0, len(data.labels))
+    weighed = ClassifierModule(model, cfg, weights)
+    weighed.log = lambda *a, **k: None
+    model.eval()
+    with torch.no_grad():
+        logits = model(batch).logits.float()
+        expected = torch.nn.functional.cross_entropy(logits, batch.labels, weight=torch.tensor(weights, dtype=torch.float32))
+    assert float(weighed.training_step(batch, 0).detach()) == pytest.approx(float(expected), rel=1e-5)
+    assert float(plain.training_step(batch, 0).detach()) != pytest.approx(float(expected), rel=1e-3)
+
+
+def test_linear_baselines_take_class_weights():
+    sp = synthetic.make_splits(n_train=200, n_test=10, seed=3)
+    data = prepare(sp["train"], None, None, DataSettings(min_count=1))
+    from docattn.models import create_model
+
+    enc = data.splits["train"]
+    for name in ("logreg", "nb"):
+        plain = create_model(name, vocab_size=len(data.vocab), num_classes=len(data.labels)).fit_encoded(enc)
+        heavy = np.ones(len(data.labels))
+        heavy[0] = 50.0
+        weighed = create_model(name, vocab_size=len(data.vocab), num_classes=len(data.labels)).fit_encoded(
+            enc, class_weights=heavy)
+        p0, w0 = plain.predict_proba_encoded(enc)[:, 0].mean(), weighed.predict_proba_encoded(enc)[:, 0].mean()
+        assert w0 > p0, name  # class 0 weighed up: more probability on it
+
+
+# ----------------------------------------------------------------------------------------- guardrail
+def _keyword_corpus(n: int, seed: int = 0):
+    """Two classes told apart by which of two word sets a document uses: a bag of words gets all of them."""
+    from docattn.data.corpus import to_corpus
+
+    rng = np.random.default_rng(seed)
+    words = [["apple", "pear", "plum", "fig", "lime", "kiwi"], ["train", "boat", "car", "plane", "bus", "tram"]]
+    filler = ["the", "a", "one", "some", "and", "then", "this", "that"]
+    labels = [i % 2 for i in range(n)]
+    texts = [" ".join(rng.choice(words[y] + filler, 12)) + " ." for y in labels]
+    return to_corpus(texts, [["fruit", "vehicle"][y] for y in labels])
+
+
+def test_the_guardrail_fits_the_baseline_and_warns_when_the_model_is_behind(tmp_path):
+    data = prepare(_keyword_corpus(300), None, _keyword_corpus(40, seed=1), DataSettings(min_count=2))
+    # one epoch at a rate that barely moves the weights: a model far under the baseline
+    clf = DocumentClassifier("han", embeddings="random", max_epochs=1, lr=1e-6, **TINY).fit_prepared(data, run_dir=tmp_path / "run")
+    base = clf.results["baseline"]
+    assert base["model"] == "logreg" and base["documents"] == len(data.splits["train"]) and not base["sampled"]
+    assert set(base) >= {"valid", "test"} and base["valid"]["accuracy"] > 0.9
+    assert clf.results["guardrail"]["behind"] is True
+    assert (tmp_path / "run" / "baseline" / "model.safetensors").exists()
+    off = DocumentClassifier("han", embeddings="random", max_epochs=1, guardrail=False, **TINY).fit_prepared(data)
+    assert "baseline" not in off.results
+
+
+def test_train_prints_both_scores_and_the_warning(tmp_path):
+    synthetic.write_jsonl(_keyword_corpus(300), tmp_path / "train.jsonl")
+    env = {**os.environ, "DOCATTN_CACHE": str(tmp_path / "cache"), "COLUMNS": "400"}  # one message, one line
+    res = subprocess.run([sys.executable, "-m", "docattn", "train", "--train", str(tmp_path / "train.jsonl"),
+                          "--out", str(tmp_path / "run"), "--epochs", "1", "--lr", "1e-6", "--test-fraction", "0.2",
+                          "--set", "embeddings=random", "--set", "embedding_dim=16", "--set", "hidden_size=8",
+                          "--set", "context_dim=8", "--set", "min_count=2"],
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert res.returncode == 0, res.stderr
+    assert "tf-idf logreg baseline accuracy" in res.stderr and "warning" in res.stderr and "word2vec" in res.stderr
+    assert "test: accuracy" in res.stderr  # the held-out fifth was tested on
+    evaluated = subprocess.run([sys.executable, "-m", "docattn", "evaluate", str(tmp_path / "run"), "--data",
+                                str(tmp_path / "train.jsonl"), "--json"], capture_output=True, text=True, timeout=600, env=env)
+    assert evaluated.returncode == 0, evaluated.stderr
+    report = json.loads(evaluated.stdout)
+    seen = report["seen_in_training"]
+    assert seen["train"] + seen["valid"] == 240 and "overstate" in evaluated.stderr  # 300 less the 60 tested on
+    assert report["baseline"]["documents"] == 300
+
+
+# ------------------------------------------------------------------------------ data without a test split
+def test_test_fraction_is_stratified_seeded_and_disjoint():
+    sp = synthetic.make_splits(n_train=400, n_test=10, seed=6)
+    a = prepare(sp["train"], None, None, DataSettings(min_count=2, test_fraction=0.25))
+    b = prepare(sp["train"], None, None, DataSettings(min_count=2, test_fraction=0.25))
+    assert len(a.splits["test"]) == 100 and np.array_equal(a.splits["test"].tokens, b.splits["test"].tokens)
+    counts = np.bincount(a.splits["test"].labels)
+    assert counts.max() - counts.min() <= 1  # balanced data: each class a quarter of its documents
+    total = sum(len(a.splits[k]) for k in ("train", "valid", "test"))
+    assert total == 400
+    with pytest.raises(DataError, match="test split of its own"):
+        prepare(sp["train"], None, sp["test"], DataSettings(min_count=2, test_fraction=0.25))
+
+
+def test_cv_folds_are_stratified_disjoint_cover_everything_and_are_seeded():
+    from docattn.data.splits import held_out_split
+
+    labels = np.array(["a"] * 50 + ["b"] * 30 + ["c"] * 20)
+    tests = [held_out_split(labels, None, 5, f, seed=0)[1] for f in range(5)]
+    assert sorted(np.concatenate(tests).tolist()) == list(range(100))  # disjoint and covering
+    for t in tests:
+        assert sorted(np.unique(labels[t], return_counts=True)[1].tolist()) == [4, 6, 10]
+    assert all(np.array_equal(t, held_out_split(labels, None, 5, f, seed=0)[1]) for f, t in enumerate(tests))
+    assert not np.array_equal(tests[0], held_out_split(labels, None, 5, 0, seed=1)[1])
+    train, test = held_out_split(labels, None, 5, 2, seed=0)
+    assert not set(train) & set(test) and len(train) + len(test) == 100
+    with pytest.raises(DataError, match="smallest class has 3"):
+        held_out_split(np.array(["a"] * 10 + ["b"] * 3), None, 5, 0)
+    with pytest.raises(ConfigError, match="cv_fold must be from 0 to 4"):
+        DataSettings(cv_folds=5, cv_fold=5)
+
+
+def test_benchmark_cross_validates_and_accepts_data_without_a_test_split(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from docattn.cli import app
+
+    monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
+    synthetic.write_jsonl(synthetic.make_splits(n_train=150, n_test=10, seed=5)["train"], tmp_path / "all.jsonl")
+    res = CliRunner().invoke(app, ["benchmark", "--data", str(tmp_path / "all.jsonl"), "--models", "nb,logreg", "--cv", "3",
+                                   "--out", str(tmp_path / "cv"), "--set", "min_count=2"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "cv" / "results.json").read_text())
+    assert [r["folds"] for r in rows] == [[0, 1, 2], [0, 1, 2]]
+    assert sum(t["test_accuracy"] is not None for t in rows[0]["trials"]) == 3
+    assert "3-fold cross-validation" in (tmp_path / "cv" / "results.md").read_text()
+    res = CliRunner().invoke(app, ["benchmark", "--data", str(tmp_path / "all.jsonl"), "--models", "nb",
+                                   "--out", str(tmp_path / "split"), "--set", "min_count=2"])
+    assert res.exit_code == 0, res.output
+    assert "no test split: 20% of it" in res.output
