@@ -18,9 +18,11 @@ import gzip
 import io
 import json
 import lzma
+import math
 import os
 import posixpath
 import re
+import stat
 import sys
 import tarfile
 import zipfile
@@ -208,9 +210,21 @@ def _without_labels(splits: dict[str, Corpus], options: dict[str, Any]) -> dict[
 
 def _existing(path: str | os.PathLike) -> Path:
     source = Path(path)
-    if not source.exists():
-        raise DataError(f"{source}: no such file or directory")
+    try:
+        mode = source.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise DataError(f"{source}: no such file or directory") from None
+    except OSError as error:
+        raise DataError(f"cannot read {source}: {error.strerror or error}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        # reading a device or pipe never ends (/dev/zero), waits for a writer (a FIFO) or reads nothing (/dev/null)
+        kind = next((k for test, k in _SPECIAL_FILES if test(mode)), "a special file")
+        raise DataError(f"{source}: not a regular file or folder ({kind}); give a file or folder of documents")
     return source
+
+
+_SPECIAL_FILES = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                  (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
 
 
 def _format_options(format: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -769,6 +783,10 @@ def _read_jsonl(source: _Source) -> Corpus:
                 label = label.strip()
             if label is None or label == "":
                 raise _missing_label(where, f"field {label_field!r}")
+            if isinstance(label, float) and not math.isfinite(label):  # json reads NaN: equal to no label, not even itself
+                spelling = "NaN" if label != label else "Infinity" if label > 0 else "-Infinity"
+                raise DataError(f"{where}: label {spelling} in field {label_field!r} is no class; "
+                                "labels must be strings or integers")
             if not isinstance(label, Hashable):
                 raise DataError(f"{where}: label must be a string or a number, found {type(label).__name__}")
         elif label_required:
@@ -1052,8 +1070,11 @@ def _resolve_links(links: dict[str, str], data: dict[str, bytes], folders: set[s
     """Give each link its target's content (a file) or files (a folder); returns "name -> target" of
     those whose target is not in the archive. Links to links resolve in later rounds; a folder link
     waits while resolvable links inside its target are pending, and links waiting on each other go
-    one at a time."""
-    pending = dict(links)
+    one at a time. A link to its own folder or one above it is skipped, as ``walk`` skips it on disk:
+    following it would read the folder's documents a second time under a new label."""
+    looping = {n for n, t in links.items()
+               if t and _encloses(_real_path(t, links), _real_path(posixpath.dirname(n), links))}
+    pending = {n: t for n, t in links.items() if n not in looping}
     while pending:
         present = set(folders) | {posixpath.dirname(p) for p in data}
         for folder in list(present):
@@ -1080,7 +1101,27 @@ def _resolve_links(links: dict[str, str], data: dict[str, bytes], folders: set[s
                 folders.add(name)
             data.update(files)
             del pending[name]
-    return [f"{name} -> {links[name] or '(outside the archive)'}" for name in sorted(pending)]
+    return sorted([f"{name} -> {links[name] or '(outside the archive)'}" for name in pending]
+                  + [f"{name} -> {links[name]} (a folder the link is in)" for name in looping])
+
+
+def _real_path(path: str, links: dict[str, str]) -> str | None:
+    """``path`` with every link on its way replaced by its target (None: links in a cycle, or leaving the archive)."""
+    for _ in range(len(links) + 1):
+        prefix = path
+        while prefix and prefix not in links:
+            prefix = posixpath.dirname(prefix)
+        if not prefix:
+            return path
+        if not links[prefix]:
+            return None
+        path = links[prefix] + path[len(prefix):]
+    return None
+
+
+def _encloses(folder: str | None, path: str | None) -> bool:
+    """Whether ``folder`` is ``path`` or one of its ancestors."""
+    return folder is not None and path is not None and (folder == path or path.startswith(folder + "/"))
 
 
 def _folder_files(name: str, target: str, data: dict[str, bytes]) -> dict[str, bytes]:
@@ -1173,15 +1214,16 @@ def _pax_path(records: bytes) -> bytes | None:
 
 
 def _folder_documents(tree: _Tree, unlabelled: bool = False) -> list[tuple[str, str, str]]:
-    """(member, label, split) of every document: a file whose folder has no subfolders.
+    """(member, label, split) of every document: a file in a label folder, at any depth below it.
 
-    The label is the folder right under the split folder, or under the folder the split-less
-    documents share (so deeper trees keep their top label folders); the split is the nearest ancestor named train/test/dev/valid
-    or ending in -train/-test, else "all". Files beside subfolders (README, imdb.vocab, urls_*.txt,
-    labeledBow.feat) and folders named like a split are not documents; nor are those of ``unsup``
-    unless ``unlabelled`` asks for them.
+    The label folder is the one right under the split folder, or under the folder that the leaf
+    folders (those without subfolders) of split-less documents share (so deeper trees keep their top
+    label folders); the split is the nearest ancestor named train/test/dev/valid or ending in
+    -train/-test, else "all". Files outside label folders (README, imdb.vocab, urls_*.txt,
+    labeledBow.feat beside them) and in folders named like a split are not documents; nor are those
+    of ``unsup`` unless ``unlabelled`` asks for them.
     """
-    folders = set(tree.folders)
+    folders = set()  # folders holding files: an empty subfolder makes no label folder's files look like a README
     for path in tree.paths:
         parent = posixpath.dirname(path)
         while parent and parent not in folders:
@@ -1191,24 +1233,30 @@ def _folder_documents(tree: _Tree, unlabelled: bool = False) -> list[tuple[str, 
     found = []
     for path in sorted(tree.paths):
         parent = posixpath.dirname(path)
-        if not parent or parent in has_subfolders:
+        if not parent:
             continue
         parts = parent.split("/")
         if (parts[-1] in _IGNORED_FOLDERS and not unlabelled) or parts[-1].lower() in _SPLIT_ALIASES:
             continue
         at = next((i for i in range(len(parts) - 2, -1, -1) if _split_name(parts[i])), None)
-        found.append((path, parts, at))
-    # the label is the folder right under the split folder (or under the folder all split-less
-    # documents share), so pos/batch1/*.txt and neg/batch1/*.txt are labelled pos and neg, not batch1
-    loose = [parts for _, parts, at in found if at is None]
+        found.append((path, parts, at, parent in has_subfolders))
+    # the label is the folder right under the split folder (or under the folder all split-less leaf
+    # folders share), so pos/batch1/*.txt and neg/batch1/*.txt are labelled pos and neg, not batch1
+    loose = [parts for _, parts, at, beside in found if at is None and not beside]
     shared = posixpath.commonpath(["/".join(p) for p in loose]) if loose else ""
     common = len(shared.split("/")) if shared else 0
+    label_folders = {"/".join(p[:common + 1]) for p in loose}
     documents = []
-    for path, parts, at in found:
+    for path, parts, at, beside in found:
         if at is not None:
-            label, split = parts[at + 1], _split_name(parts[at])
+            depth, split = at + 2, _split_name(parts[at])
         else:
-            label, split = (parts[common] if common < len(parts) else parts[-1]), "all"
+            depth, split = min(common + 1, len(parts)), "all"
+            # a file beside subfolders is a document only inside a label folder (pos/1.txt beside pos/extra/),
+            # not beside the label folders themselves (a README)
+            if beside and "/".join(parts[:depth]) not in label_folders:
+                continue
+        label = parts[depth - 1]
         if label in _IGNORED_FOLDERS and not unlabelled:
             continue
         documents.append((path, label, split))

@@ -235,9 +235,12 @@ class Vocabulary:
             raise CheckpointError(f"{path}: vocabulary file not found") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise CheckpointError(f"{path}: vocabulary is not valid JSON ({err})") from None
+        except RecursionError:  # json recurses per nesting level: a hostile file exhausts the stack
+            raise CheckpointError(f"{path}: vocabulary JSON is nested too deeply to be a vocabulary; "
+                                  "restore the run's vocab.json or retrain") from None
         try:
             return cls.from_json(data)
-        except CheckpointError as err:
+        except (CheckpointError, ConfigError) as err:  # ConfigError: a text setting of the wrong type
             raise CheckpointError(f"{path}: {err}") from None
 
 
