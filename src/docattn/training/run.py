@@ -108,6 +108,8 @@ def read_config(run_dir) -> dict:
         raise CheckpointError(f"{run_dir}: not a run directory ({CONFIG} missing)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{path}: corrupt config ({err})") from None
+    except RecursionError:  # json recurses per nesting level: a hostile file exhausts the stack
+        raise CheckpointError(f"{path}: corrupt config (nested too deeply to be a run's config)") from None
 
 
 def load_run(run_dir, device: str | torch.device = "cpu") -> Run:
@@ -158,6 +160,17 @@ def load_run(run_dir, device: str | torch.device = "cpu") -> Run:
         except RuntimeError as err:
             first = str(err).strip().splitlines()
             raise CheckpointError(f"{weights}: weights do not match model {name!r} ({' '.join(first[:3])[:300]})") from None
+        # load_state_dict casts integers into float parameters and copies NaN as it is: such a model
+        # evaluates quietly as chance, so refuse it (a model's own integer buffers are compared, not refused)
+        own_state = model.state_dict()
+        for key, saved in state.items():
+            own = own_state.get(key, saved)
+            if saved.is_floating_point() != own.is_floating_point():
+                raise CheckpointError(f"{weights}: tensor {key!r} is {saved.dtype} where model {name!r} has {own.dtype}; "
+                                      "the file is damaged: retrain the model or restore the file from a copy")
+            if saved.is_floating_point() and not bool(torch.isfinite(saved).all()):
+                raise CheckpointError(f"{weights}: tensor {key!r} holds NaN or infinite values; the file is damaged: "
+                                      "retrain the model or restore the file from a copy")
         model.to(device)
     model.eval()
     return Run(name, model, vocab, labels, data, training, config)
