@@ -154,7 +154,7 @@ def test_bag_save_load_round_trip(name, synthetic, fitted_bag, tmp_path):
     before = clf.predict_proba(texts)
     run = clf.save(tmp_path / "run")
     files = sorted(p.name for p in Path(run).iterdir())
-    assert files == ["config.json", "model.safetensors", "vocab.json"]
+    assert files == [".docattn-files.json", "config.json", "model.safetensors", "vocab.json"]  # + what docattn wrote there
     modes = {p.name: p.stat().st_mode & 0o777 for p in Path(run).iterdir()}
     assert modes["model.safetensors"] == modes["config.json"]  # not a private 0600 file among 0644 ones
     assert clf.model.n_parameters() == clf.model.arrays["weight"].size + clf.model.arrays["bias"].size > 0

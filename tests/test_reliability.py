@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -134,3 +135,143 @@ def test_the_scan_finds_what_it_looks_for():
         assert _FORBIDDEN[what].search(text), what
     for safe in ('torch.load(p, map_location="cpu", weights_only=True, mmap=True)', "model.eval()", "np.load(p)"):
         assert not any(p.search(safe) for p in _FORBIDDEN.values()), safe
+
+
+# ------------------------------------------------------------------------------ --out: nothing of yours is lost
+def _snapshot(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def a_run(corpus, tmp_path_factory):
+    """A finished tiny HAN run (the main job's report files beside it, as `docattn` leaves them)."""
+    tmp = tmp_path_factory.mktemp("run")
+    env = {**os.environ, "DOCATTN_CACHE": str(tmp / "cache")}
+    res = _run("train", "--model", "han", "--train", str(corpus / "train.jsonl"), "--out", str(tmp / "run"), "--epochs", "1",
+               *TINY, env=env)
+    assert res.returncode == 0, res.stderr
+    return tmp / "run", env
+
+
+def test_train_onto_an_existing_run_is_refused_and_changes_nothing(corpus, a_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(a_run[0], run)
+    before = _snapshot(run)
+    res = _run("train", "--train", str(corpus / "train.jsonl"), "--out", str(run), "--epochs", "1", *TINY, env=a_run[1])
+    assert res.returncode == 2 and "is not empty: it holds a docattn run" in res.stderr and "--overwrite" in res.stderr
+    assert "Traceback" not in res.stderr and _snapshot(run) == before
+
+
+def test_overwrite_replaces_only_what_docattn_wrote(corpus, a_run, tmp_path):
+    import shutil
+
+    from docattn.training.run_folder import claim
+
+    run = tmp_path / "run"
+    shutil.copytree(a_run[0], run)
+    (run / "report.html").write_text("<html>an old report of the old model</html>")
+    claim(run, ["report.html"])  # as the main job or explain --html into a run folder record it
+    (run / "notes.txt").write_text("mine")
+    (run / "mine").mkdir()
+    (run / "mine" / "data.csv").write_text("a,b")
+    res = _run("train", "--model", "nb", "--train", str(corpus / "train.jsonl"), "--out", str(run), "--overwrite",
+               "--min-count", "2", env=a_run[1])
+    assert res.returncode == 0, res.stderr
+    assert not (run / "report.html").exists() and not (run / "checkpoints").exists()  # the old model's files are gone
+    assert (run / "notes.txt").read_text() == "mine" and (run / "mine" / "data.csv").read_text() == "a,b"
+    assert json.loads((run / "config.json").read_text())["model"] == "nb"
+
+
+def test_a_folder_with_the_users_own_config_is_never_overwritten(corpus, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "config.json").write_text('{"my": "settings"}')
+    (out / "metrics.csv").write_text("my,numbers\n")
+    before = _snapshot(out)
+    for extra in ([], ["--overwrite"]):
+        res = _run("train", "--model", "nb", "--train", str(corpus / "train.jsonl"), "--out", str(out), *extra)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        assert _snapshot(out) == before
+    assert "config.json, metrics.csv are not docattn's" in res.stderr
+
+
+def test_resume_with_no_checkpoint_is_an_error_not_a_new_start(corpus, a_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(a_run[0], run)
+    shutil.rmtree(run / "checkpoints")
+    before = _snapshot(run)
+    res = _run("train", "--train", str(corpus / "train.jsonl"), "--out", str(run), "--epochs", "2", "--resume", env=a_run[1])
+    assert res.returncode == 2 and "no checkpoint to continue from" in res.stderr and _snapshot(run) == before
+
+
+def test_a_second_training_into_a_folder_in_use_is_refused_and_a_stale_lock_is_taken_over(corpus, tmp_path):
+    from docattn.training.run_folder import LOCK
+
+    out = tmp_path / "busy"
+    out.mkdir()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / LOCK).write_text(str(sleeper.pid))
+        res = _run("train", "--model", "nb", "--train", str(corpus / "train.jsonl"), "--out", str(out), "--min-count", "2")
+        assert res.returncode == 2 and f"process {sleeper.pid} is training into it" in res.stderr, res.stderr
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # its process is gone now: the lock is stale, and a new training takes it over (and leaves none behind)
+    res = _run("train", "--model", "nb", "--train", str(corpus / "train.jsonl"), "--out", str(out), "--min-count", "2")
+    assert res.returncode == 0, res.stderr
+    assert not (out / LOCK).exists() and (out / "config.json").exists()
+
+
+def test_an_unwritable_out_is_named_before_any_data_is_read(corpus, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from docattn.cli import app
+    from docattn.data import prepare as prepare_module
+    from docattn.training import run_folder
+
+    real_open = os.open
+
+    def read_only(path, flags, *args):
+        if str(path).startswith(str(tmp_path / "ro")) and flags & os.O_CREAT:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    def never(*a, **k):
+        raise AssertionError("the data was read before the --out check")
+
+    monkeypatch.setattr(run_folder.os, "open", read_only)
+    monkeypatch.setattr(prepare_module, "prepare_paths", never)
+    res = CliRunner().invoke(app, ["train", "--model", "nb", "--train", str(corpus / "train.jsonl"), "--out", str(tmp_path / "ro")])
+    assert res.exit_code != 0 and "cannot write there (Permission denied)" in str(res.exception)
+
+
+def test_validation_takes_the_fraction_asked_even_with_many_tiny_classes():
+    from docattn.data.splits import stratified_split
+
+    labels = np.repeat(np.arange(10_000), 2)  # 10,000 classes of 2 documents: each class's rounded share is 1 (50%)
+    train, valid = stratified_split(labels, 0.1, seed=0)
+    assert len(valid) == 2_000 and len(set(train) | set(valid)) == 20_000
+    big = np.array([0] * 12_500 + [1] * 12_500)
+    assert len(stratified_split(big, 0.1)[1]) == 2_500  # where shares round to the fraction, nothing changes
+
+
+def test_an_unknown_option_suggests_only_near_misspellings():
+    res = _run("train", "--bogus")
+    assert res.returncode == 2 and "No such option: --bogus" in res.stderr and "--out" not in res.stderr.split("--bogus", 1)[1]
+    res = _run("train", "--epoch", "3")
+    assert res.returncode == 2 and "--epochs" in res.stderr
+
+
+def test_a_device_as_training_data_and_a_deeply_nested_config_are_one_line_errors(tmp_path):
+    res = _run("train", "--train", "/dev/null", "--out", str(tmp_path / "run"))
+    assert res.returncode == 2 and "/dev/null: not a regular file or folder (a character device)" in res.stderr
+    run = tmp_path / "nested"
+    run.mkdir()
+    (run / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    res = _run("evaluate", str(run), "--data", "/dev/null")
+    assert res.returncode == 2 and "nested too deeply" in res.stderr and "Traceback" not in res.stderr

@@ -240,7 +240,13 @@ class DocumentClassifier:
             last.unlink(missing_ok=True)
             if last.parent.is_dir() and not any(last.parent.iterdir()):
                 last.parent.rmdir()
-        return save_run(path, self.model_name, self.model, self.vocab, self.labels, self.data_settings, self.train_config, self.results)
+        from docattn.training.run_folder import claim
+
+        had_metrics = (path / METRICS).exists()
+        saved = save_run(path, self.model_name, self.model, self.vocab, self.labels, self.data_settings, self.train_config,
+                         self.results)
+        claim(path, [CONFIG, "vocab.json", "model.safetensors"] + ([] if had_metrics else [METRICS]))
+        return saved
 
     @classmethod
     def load(cls, path, device: str = "cpu") -> "DocumentClassifier":

@@ -66,20 +66,35 @@ def demo(  # Annotated options keep real defaults: the bare `docattn` calls demo
     """The main job, offline: generate the embedded corpus, train, evaluate, write an explanation report."""
     from rich.console import Console
 
-    from docattn.classifier import DocumentClassifier
     from docattn.data import synthetic
-    from docattn.explain.attention import explanations_json
-    from docattn.explain.html import write_atomic, write_html
-    from docattn.explain.rationale import model_rationales, rationale_scores
     from docattn.models import get_spec
 
     if get_spec(model).layout == "bag":  # refused before training, not after it
         raise DocattnError(f"the demo ends with an attention report, and {model!r} (a bag of words) has no attention or "
                            "pooling weights to show; choose another model (docattn models)")
+    from docattn.training.run_folder import RUN_FILES, RunFolderError, RunLock, claim, clear, others
+
     console = Console()
+    written = (*RUN_FILES, "train.jsonl", "test.jsonl", "explanations.json", "report.html")
+    clash = [n for n in others(out) if n in written] if out.is_dir() else []
+    if clash or (out.exists() and not out.is_dir()):  # the main job replaces its own earlier output, nothing else
+        raise RunFolderError(f"{out}: {', '.join(clash) or 'a file'} {'is' if len(clash) <= 1 else 'are'} not docattn's and "
+                             "the main job would replace it; move it away or give another --out")
     n_tr = n_train or synthetic.DEFAULT_N_TRAIN
     splits = synthetic.make_splits(n_train=n_tr, n_test=synthetic.DEFAULT_N_TEST, seed=seed)
-    out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out):
+        clear(out)
+        claim(out, written)
+        _demo_into(console, out, model, splits, epochs, seed)
+
+
+def _demo_into(console, out: Path, model: str, splits: dict, epochs: int, seed: int) -> None:
+    from docattn.classifier import DocumentClassifier
+    from docattn.data import synthetic
+    from docattn.explain.attention import explanations_json
+    from docattn.explain.html import write_atomic, write_html
+    from docattn.explain.rationale import model_rationales, rationale_scores
+
     for name, corpus in splits.items():
         synthetic.write_jsonl(corpus, out / f"{name}.jsonl")
     console.print(f"[bold]Embedded corpus[/]: {len(splits['train'])} train / {len(splits['test'])} test documents, "
@@ -170,6 +185,7 @@ def train(
     patience: Optional[int] = typer.Option(None, "--patience", help="Early stopping patience (validations)."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Training time budget in seconds."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run in --out."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --out: the files docattn wrote there are removed, no other file."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not cache the encoded corpus."),
     sets: List[str] = typer.Option([], "--set", help="Any other option or model hyper-parameter, KEY=VALUE."),
 ):
@@ -177,10 +193,14 @@ def train(
     from rich.console import Console
 
     from docattn.classifier import DocumentClassifier
-    from docattn.data.prepare import prepare_paths
+    from docattn.training.run_folder import RUN_FILES, RunLock, check_out, claim, clear, others
 
     console = Console(stderr=True)
-    _check_out(out)
+    # DDP's other processes run this command again once rank 0 has started training into --out: only
+    # rank 0 checks, locks and replaces the folder
+    primary = all(os.environ.get(k, "0") == "0" for k in ("RANK", "LOCAL_RANK", "NODE_RANK"))
+    if primary:
+        check_out(out, resume=resume, overwrite=overwrite)  # before anything is read or written
     options = {k: v for k, v in {
         "max_epochs": epochs, "batch_size": batch_size, "lr": lr, "optimizer": optimizer, "seed": seed,
         "valid_fraction": valid_fraction, "test_fraction": test_fraction, "recipe": recipe,
@@ -196,6 +216,35 @@ def train(
         console.print(f"note: {out} holds no run to resume (no config.json): starting a new run there")
     clf = DocumentClassifier(model or "han", **options)
     _note_unused_options(console, clf, options)
+    if not primary:
+        return _train_into(console, clf, out, train, valid, test, fmt, text_col, label_col, no_cache, resume)
+    if resume and (out / "config.json").exists():
+        _check_resume_point(out, clf)
+    with RunLock(out):  # a second training into this folder is refused while this one lives
+        if overwrite and not resume:
+            removed = clear(out)
+            if removed:
+                console.print(f"--overwrite: removed {len(removed)} file(s) docattn wrote in {out} ({', '.join(removed[:4])}"
+                              + (", ..." if len(removed) > 4 else "") + ")")
+        foreign = set(others(out))
+        claim(out, [n for n in RUN_FILES if n not in foreign])
+        _train_into(console, clf, out, train, valid, test, fmt, text_col, label_col, no_cache, resume)
+
+
+def _check_resume_point(out: Path, clf) -> None:
+    """--resume on a run with nothing to resume from is an error, never a silent new start."""
+    from docattn.models import get_spec
+    from docattn.training.run import resume_checkpoint
+
+    if get_spec(clf.model_name).layout != "bag" and not resume_checkpoint(out).exists():
+        raise DocattnError(f"--resume: {out} has no checkpoint to continue from ({resume_checkpoint(out)} is missing: the "
+                           "run stopped before its first epoch ended); train it again with --overwrite")
+
+
+def _train_into(console, clf, out: Path, train, valid, test, fmt, text_col, label_col, no_cache: bool, resume: bool) -> None:
+    """Prepare the data, train ``clf`` into ``out`` and report (the body of ``train``, run under the folder's lock)."""
+    from docattn.data.prepare import prepare_paths
+
     data = prepare_paths(_resolve(train), valid and _resolve(valid), test and _resolve(test), clf.data_settings,
                          _reader_options(fmt, text_col, label_col), use_cache=not no_cache)
     info = data.info
@@ -315,7 +364,7 @@ def _print_skipped(console, info: dict) -> None:
                       'character, the records up to its partner were merged: double it ("") or quote the field')
     links = max((int(v.get("skipped_links", 0)) for v in skipped.values()), default=0)
     if links:
-        console.print(f"links in the archive whose target it does not hold, not read: {links} "
+        console.print(f"links in the archive not read: {links}, each pointing outside it or to a folder it sits in "
                       "(archive the files themselves, e.g. tar --dereference)")
 
 
@@ -483,12 +532,16 @@ def explain(
     from docattn.explain.html import add_attention_views
 
     items = add_attention_views(clf.explain(corpus), clf, corpus)  # per-head (HCAN) and per-query (CSPAN) views
+    from docattn.training.run_folder import claim_in_run
+
     write_html(items, html, title=f"docattn {clf.model_name}: {Path(data).name}")
+    claim_in_run(html)
     if json_out:
         from docattn.explain.attention import explanations_json
         from docattn.explain.html import write_atomic
 
         write_atomic(json_out, explanations_json(items))
+        claim_in_run(json_out)
     _console().print(f"wrote {html}" + (f" and {json_out}" if json_out else ""))
 
 
@@ -775,8 +828,34 @@ from docattn.explain import commands as _explain_commands  # noqa: E402  (light:
 _explain_commands.register(app)
 
 
+def _strict_option_suggestions() -> None:
+    """Click suggests any option within difflib's 0.6 similarity ("--bogus": "--out"); suggest only names
+    that are near misspellings of the one typed. Typer from 0.29 raises its own copy of click's error."""
+    from difflib import get_close_matches
+
+    import click
+
+    classes = [click.exceptions.NoSuchOption]
+    try:
+        from typer._click.exceptions import NoSuchOption as TyperNoSuchOption
+
+        classes.append(TyperNoSuchOption)
+    except ImportError:
+        pass
+    for cls in classes:
+        original = cls.__init__
+
+        def init(self, option_name, message=None, possibilities=None, ctx=None, _original=original):
+            _original(self, option_name, message, possibilities, ctx)
+            near = get_close_matches(option_name, list(self.possibilities or []), n=3, cutoff=0.8)
+            self.possibilities = near or None
+
+        cls.__init__ = init
+
+
 def main() -> None:
     """Entry point: user errors print one line (exit 2), never a traceback."""
+    _strict_option_suggestions()
     if not sys.stdout.isatty():  # piped or logged: Rich would cut its tables at 80 columns ("negat…")
         os.environ.setdefault("COLUMNS", "200")
     try:

@@ -183,6 +183,9 @@ def fingerprint_path(path: str | Path) -> str:
                 st = p.stat()
                 h.update(f"{p.relative_to(path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "replace"))
     else:
+        from docattn.data.readers import _existing
+
+        _existing(path)  # names what it is: missing, or a device, a pipe, a socket
         raise DataError(f"{path}: no such file or folder")
     return h.hexdigest()
 

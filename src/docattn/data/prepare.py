@@ -94,6 +94,7 @@ def prepare(
     if train.labels is None:
         raise DataError(f"{train.source or 'training data'}: documents have no labels")
     t0 = time.perf_counter()
+    LabelMap.from_labels(train.labels, train.classes)  # labels checked under the user's own document numbers, before splits
     if settings.test_fraction is not None or settings.cv_folds is not None:
         if test is not None:
             raise DataError(f"{test.source or 'the test data'}: the data has a test split of its own, so "

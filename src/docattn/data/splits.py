@@ -22,19 +22,36 @@ def stratified_split(labels: Sequence[Hashable], fraction: float, seed: int = 0)
         raise DataError(f"cannot split {n} document(s) into training and validation")
     rng = np.random.default_rng(seed)
     _, codes = np.unique(np.asarray([str(x) for x in labels]), return_inverse=True)
+    sizes = np.bincount(codes)
+    take = _quotas(sizes, fraction)
     valid = []
     for c in range(codes.max() + 1):
         members = np.flatnonzero(codes == c)
         rng.shuffle(members)
-        k = int(round(len(members) * fraction))
-        if len(members) >= 2:
-            valid.append(members[: max(k, 1)])
+        if take[c]:
+            valid.append(members[: take[c]])
     valid_idx = np.sort(np.concatenate(valid)) if valid else np.zeros(0, dtype=np.int64)
     if len(valid_idx) == 0 or len(valid_idx) == n:
         raise DataError(f"validation split of {fraction:.0%} leaves no documents on one side ({n} documents)")
     train_mask = np.ones(n, dtype=bool)
     train_mask[valid_idx] = False
     return np.flatnonzero(train_mask), valid_idx
+
+
+def _quotas(sizes: np.ndarray, fraction: float) -> np.ndarray:
+    """Validation documents per class: each class's rounded share, and never more in all than the fraction
+    asks (10,000 classes of 2 would otherwise give 50%): classes whose share rounds up give theirs back, the
+    smallest remainders first. A class keeps at least one document in training."""
+    share = sizes * fraction
+    take = np.where(sizes >= 2, np.maximum(np.round(share), 1), 0).astype(np.int64)
+    take = np.minimum(take, np.maximum(sizes - 1, 0))
+    excess = int(take.sum() - max(round(float(sizes.sum()) * fraction), 1))
+    if excess > 0:
+        over = np.argsort(share - take, kind="stable")  # most rounded up first
+        for c in over[:excess]:
+            if take[c] > 0 and take[c] > share[c] - 1:
+                take[c] -= 1
+    return take
 
 
 def held_out_split(labels: Sequence[Hashable], fraction: float | None, folds: int | None, fold: int = 0,

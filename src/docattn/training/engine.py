@@ -536,6 +536,19 @@ def _trainer(cfg: TrainConfig, callbacks: list, val_interval, bar: bool, run_dir
     )
 
 
+def checked_trainer(cfg: TrainConfig, callbacks: list | None = None, val_interval=None, bar: bool = False,
+                    run_dir: Path | None = None) -> L.Trainer:
+    """The Lightning trainer for ``cfg``; devices, strategy or precision it refuses are one ConfigError. Called
+    alone before a run folder is written, so a bad option changes nothing there."""
+    if cfg.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"accelerator={cfg.accelerator!r} but PyTorch sees no CUDA GPU here (use auto or cpu)")
+    try:
+        return _trainer(cfg, callbacks or [], val_interval, bar, run_dir)
+    except (MisconfigurationException, ValueError, TypeError, ImportError) as err:
+        # devices, strategy or precision Lightning refuses; an accelerator whose package is missing (tpu: torch_xla)
+        raise ConfigError(f"training options: {str(err).strip().splitlines()[0]}") from None
+
+
 def fit(
     model: torch.nn.Module,
     train: EncodedCorpus,
@@ -593,13 +606,7 @@ def fit(
         val_interval = max(1, n_train_batches // cfg.val_per_epoch)
         if n_train_batches // val_interval > cfg.val_per_epoch:
             val_interval = -(-n_train_batches // cfg.val_per_epoch)
-    if cfg.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"accelerator={cfg.accelerator!r} but PyTorch sees no CUDA GPU here (use auto or cpu)")
-    try:
-        trainer = _trainer(cfg, callbacks, val_interval, bar, run_dir)
-    except (MisconfigurationException, ValueError, TypeError, ImportError) as err:
-        # devices, strategy or precision Lightning refuses; an accelerator whose package is missing (tpu: torch_xla)
-        raise ConfigError(f"training options: {str(err).strip().splitlines()[0]}") from None
+    trainer = checked_trainer(cfg, callbacks, val_interval, bar, run_dir)
     t0 = time.perf_counter()
     try:
         if ckpt_path is not None:
