@@ -275,3 +275,83 @@ def test_a_device_as_training_data_and_a_deeply_nested_config_are_one_line_error
     (run / "config.json").write_text("[" * 100_000 + "]" * 100_000)
     res = _run("evaluate", str(run), "--data", "/dev/null")
     assert res.returncode == 2 and "nested too deeply" in res.stderr and "Traceback" not in res.stderr
+
+
+# --------------------------------------------------------------------------------- a full disk, a read-only target
+def test_a_full_disk_while_writing_weights_is_one_line_and_leaves_the_old_file(tmp_path, monkeypatch):
+    import errno
+    import pathlib
+
+    from docattn.classifier import DocumentClassifier
+    from docattn.errors import WriteError
+
+    sp = synthetic.make_splits(n_train=80, n_test=10, seed=1)
+    clf = DocumentClassifier("han", max_epochs=1, embeddings="random", embedding_dim=8, hidden_size=4, context_dim=4,
+                             min_count=2, progress=False, guardrail=False).fit(sp["train"].texts, sp["train"].labels)
+    run = clf.save(tmp_path / "run")
+    before = (run / "model.safetensors").read_bytes()
+    real = pathlib.Path.write_bytes
+
+    def full(self, data):
+        real(self, data[: len(data) // 2])  # half of it reached the disk
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "write_bytes", full)
+    with pytest.raises(WriteError, match=r"model.safetensors: No space left on device; nothing was replaced"):
+        clf.save(run)
+    monkeypatch.undo()
+    assert (run / "model.safetensors").read_bytes() == before
+    assert not [p.name for p in run.iterdir() if ".tmp" in p.name]
+
+
+def test_a_full_disk_while_writing_the_checkpoint_stops_training_with_one_line(tmp_path, monkeypatch):
+    import lightning as L
+
+    from docattn.classifier import DocumentClassifier
+    from docattn.errors import WriteError
+
+    sp = synthetic.make_splits(n_train=80, n_test=10, seed=1)
+    opts = dict(embeddings="random", embedding_dim=8, hidden_size=4, context_dim=4, min_count=2, progress=False, guardrail=False)
+    real = L.Trainer.save_checkpoint
+
+    def full(self, path, *a, **k):
+        if self.current_epoch >= 1:
+            Path(path).write_bytes(b"partial")
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/3: file write failed")
+        return real(self, path, *a, **k)
+
+    monkeypatch.setattr(L.Trainer, "save_checkpoint", full)
+    with pytest.raises(WriteError, match=r"last.ckpt: .*file write failed; the previous checkpoint is kept"):
+        DocumentClassifier("han", max_epochs=3, **opts).fit(sp["train"].texts, sp["train"].labels, run_dir=tmp_path / "run")
+    ckpt = tmp_path / "run" / "checkpoints"
+    assert [p.name for p in ckpt.iterdir()] == ["last.ckpt"]  # epoch 1's, whole; no temporary left
+
+
+def test_an_unwritable_html_target_is_one_line(tmp_path, monkeypatch):
+    import errno
+    import pathlib
+
+    from docattn.errors import WriteError
+    from docattn.explain.html import write_atomic
+
+    def read_only(self, *a, **k):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", read_only)
+    with pytest.raises(WriteError, match=r"report.html: Read-only file system; nothing was replaced"):
+        write_atomic(tmp_path / "report.html", "<html></html>")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cache_build_killed_midway_leaves_no_folder_behind(tmp_path):
+    from docattn.data.encoding import cached
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    abandoned = tmp_path / f".abc.{dead.pid}.0123456789abcdef"  # as a kill -9 mid-build leaves it
+    abandoned.mkdir()
+    (abandoned / "tokens.npy").write_bytes(b"half")
+    live = tmp_path / f".abc.{os.getpid()}.fedcba9876543210"  # another build still running
+    live.mkdir()
+    folder = cached("xyz", lambda tmp: (tmp / "x").write_text("1"), tmp_path)
+    assert (folder / "x").read_text() == "1" and not abandoned.exists() and live.exists()

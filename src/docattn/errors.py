@@ -15,6 +15,10 @@ class CheckpointError(DocattnError):
     """A run directory or weights file is missing, truncated or does not match its config."""
 
 
+class WriteError(DocattnError):
+    """A file could not be written (no space left, a read-only folder); nothing it would replace changed."""
+
+
 class ConfigError(DocattnError, ValueError):
     """An option or hyper-parameter has an invalid value (a ValueError too, as Python code expects)."""
 

@@ -209,6 +209,21 @@ def temp_dir(parent: Path, prefix: str, suffix: str = "") -> Path:
             continue
 
 
+def _sweep_abandoned(root: Path) -> None:
+    """Remove the half-built entries of builds whose process is gone (killed with -9: no finally ran).
+    A build's folder is ".KEY.PID.RANDOM"; one of a live process is left alone."""
+    for folder in root.glob(".*.*.*"):
+        parts = folder.name.split(".")
+        if len(parts) != 4 or not parts[2].isdigit() or not folder.is_dir():
+            continue
+        try:
+            os.kill(int(parts[2]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except (PermissionError, OverflowError):  # another user's live process, or no pid at all
+            pass
+
+
 def cached(key: str, build: Callable[[Path], None], root: str | Path | None = None) -> Path:
     """Folder of cache entry ``key``; ``build(tmp_folder)`` fills it on a miss, then it is renamed in.
 
@@ -219,7 +234,8 @@ def cached(key: str, build: Callable[[Path], None], root: str | Path | None = No
     if (final / "COMPLETE").exists():
         return final
     root.mkdir(parents=True, exist_ok=True)
-    tmp = temp_dir(root, prefix=f".{key}.")
+    _sweep_abandoned(root)
+    tmp = temp_dir(root, prefix=f".{key}.{os.getpid()}.")
     try:
         build(tmp)
         (tmp / "COMPLETE").write_text("ok")

@@ -9,7 +9,6 @@ the control character ``SEP`` (``\\x1e``), which the tokenizer keeps as its own 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -257,7 +256,6 @@ def _batched(items: Iterable[str], size: int = 1000) -> Iterator[list[str]]:
 
 def write_json_atomic(path: str | Path, data) -> None:
     """Write JSON so that a crash leaves either the old file or the new one, never half of one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    from docattn.data.files import atomic_write
+
+    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1))

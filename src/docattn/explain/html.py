@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import html
 import math
-import os
 from pathlib import Path
 
 _STYLE = """
@@ -183,15 +182,15 @@ def write_html(items: list[dict], path, title: str = "docattn attention report")
 def write_atomic(path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same folder (created if missing):
     a crash leaves the old file or the new one, never half of one, and never a stray temporary file."""
+    from docattn.data.files import atomic_write
+    from docattn.errors import WriteError
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise WriteError(f"cannot write {path}: {err.strerror or err} (its folder cannot be made); write elsewhere") from None
+    return atomic_write(path, text)
 
 
 def _fit(weights, n: int) -> list[float]:

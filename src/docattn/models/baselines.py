@@ -17,7 +17,6 @@ probabilities after loading are bit-identical to those before saving.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -332,13 +331,12 @@ class TfidfBaseline(BagModel):
         from docattn import __version__
 
         self._check_fitted()
+        from docattn.data.files import atomic_write
+
         path = Path(run_dir) / ARTIFACTS
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         arrays = {k: np.ascontiguousarray(v) for k, v in self.arrays.items()}
         # written by Python so the mode follows the umask (save_file makes a private 0600 file)
-        tmp.write_bytes(save(arrays, metadata={**self._metadata(), "docattn_version": __version__}))
-        os.replace(tmp, path)
-        return path
+        return atomic_write(path, save(arrays, metadata={**self._metadata(), "docattn_version": __version__}))
 
     def load_artifacts(self, run_dir) -> "TfidfBaseline":
         """Read arrays written by ``save_artifacts``; a missing or mismatched file is a ``CheckpointError``."""

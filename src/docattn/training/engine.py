@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import logging
 import math
-import os
 import sys
 import time
 import warnings
@@ -29,7 +28,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 
 from docattn.data.batching import BucketBatchSampler, bucket_keys
 from docattn.data.encoding import EncodedCorpus
-from docattn.errors import CheckpointError, ConfigError, Diverged, Interrupted
+from docattn.errors import CheckpointError, ConfigError, Diverged, Interrupted, WriteError
 from docattn.training.config import TrainConfig
 from docattn.training.inference import make_batch
 from docattn.training.metrics import confusion_matrix
@@ -389,10 +388,17 @@ class ResumePoint(Callback):
     def on_train_epoch_end(self, trainer, pl_module):
         if self.guard is not None and self.guard.at is not None:
             return  # NaN weights: --resume continues from the epoch before instead
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        trainer.save_checkpoint(tmp)  # every rank takes part; rank 0 writes
-        if trainer.is_global_zero:
-            os.replace(tmp, self.path)
+        from docattn.data.files import replacing
+
+        if not trainer.is_global_zero:
+            trainer.save_checkpoint(self.path.with_name(f".{self.path.name}.tmp"))  # every rank takes part; rank 0 writes
+            return
+        try:
+            with replacing(self.path) as tmp:  # a full disk: one line, and no half-written temporary left
+                trainer.save_checkpoint(tmp)
+        except RuntimeError as err:  # torch.save reports a failed write as "file write failed"
+            raise WriteError(f"cannot write {self.path}: {str(err).strip().splitlines()[0][:200]}; the previous "
+                             "checkpoint is kept (free some space or write elsewhere)") from None
 
 
 class MetricsLog(Callback):
@@ -422,12 +428,12 @@ class MetricsLog(Callback):
         if self.resumed:
             with open(self.path, newline="") as f:
                 kept = [r for r in csv.DictReader(f) if r.get("step", "").isdigit() and int(r["step"]) <= trainer.global_step]
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(tmp, "w", newline="") as f:
+        from docattn.data.files import replacing
+
+        with replacing(self.path) as tmp, open(tmp, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=self.COLUMNS, extrasaction="ignore")
             w.writeheader()
             w.writerows(kept)
-        os.replace(tmp, self.path)
         self.rows = [{k: (int(v) if k in ("epoch", "step") else float(v)) for k, v in r.items() if k in self.COLUMNS and v != ""}
                      for r in kept]
 
@@ -485,11 +491,14 @@ class MetricsLog(Callback):
                   file=sys.stderr, flush=True)
         if self.path is not None and trainer.is_global_zero:
             new = not self.path.exists()
-            with open(self.path, "a", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=self.COLUMNS)
-                if new:
-                    w.writeheader()
-                w.writerow({k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()})
+            try:
+                with open(self.path, "a", newline="") as f:
+                    w = csv.DictWriter(f, fieldnames=self.COLUMNS)
+                    if new:
+                        w.writeheader()
+                    w.writerow({k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()})
+            except OSError as err:
+                raise WriteError(f"cannot write {self.path}: {err.strerror or err} (free some space or write elsewhere)") from None
 
 
 @dataclass

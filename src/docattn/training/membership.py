@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +25,10 @@ def document_hashes(enc: EncodedCorpus) -> np.ndarray:
 
 def save_membership(run_dir: Path, splits: dict[str, EncodedCorpus]) -> None:
     arrays = {name: np.unique(document_hashes(splits[name])) for name in ("train", "valid") if name in splits}
-    path = Path(run_dir) / FILE
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    from docattn.data.files import replacing
+
+    with replacing(Path(run_dir) / FILE) as tmp, open(tmp, "wb") as f:  # a file object: savez adds no ".npz"
+        np.savez(f, **arrays)
 
 
 def seen_before(run_dir: Path, enc: EncodedCorpus) -> dict[str, int] | None:

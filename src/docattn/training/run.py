@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,11 +47,11 @@ def save_weights(model: torch.nn.Module, path: Path, model_name: str) -> None:
     the metadata names the model, so another model's weights of the same shapes are not taken for them."""
     from safetensors.torch import save
 
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    from docattn.data.files import atomic_write
+
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     # Python writes the bytes so the file's mode follows the umask like its neighbours (save_file makes it 0600)
-    tmp.write_bytes(save(state, metadata={"docattn_version": __version__, "model": model_name}))
-    os.replace(tmp, path)
+    atomic_write(path, save(state, metadata={"docattn_version": __version__, "model": model_name}))
 
 
 def save_run(run_dir, model_name: str, model, vocab: Vocabulary, labels: LabelMap, data: DataSettings,
@@ -88,12 +87,12 @@ def _write_metrics(path: Path, history: list[dict]) -> None:
     """The per-validation rows ``docattn train`` logs as it goes, from a finished run's history."""
     import csv
 
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", newline="") as f:
+    from docattn.data.files import replacing
+
+    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(history[0]), extrasaction="ignore")
         w.writeheader()
         w.writerows(history)
-    os.replace(tmp, path)
 
 
 def read_config(run_dir) -> dict:

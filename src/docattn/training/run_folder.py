@@ -65,9 +65,9 @@ def claim(folder: Path, names) -> None:
     merged = sorted(set(listed) | {str(n) for n in names})
     if merged == sorted(listed):
         return
-    tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(merged, indent=0), encoding="utf-8")
-    os.replace(tmp, folder / MANIFEST)
+    from docattn.data.files import atomic_write
+
+    atomic_write(folder / MANIFEST, json.dumps(merged, indent=0))
 
 
 def claim_in_run(path: Path) -> None:
