@@ -5,6 +5,19 @@ without splits), ``read_corpus`` one of them. Formats: csv, tsv, jsonl, zhang (Z
 CSVs), tang (Tang et al. 2015 ``.ss``), folder (folder-per-label trees, also inside .tar.gz/.zip),
 fasttext and lines. Bad input is always a one-line :class:`DataError` naming the file, the line
 or archive member, and what was expected.
+
+Memory is bounded by settings, never by the input's size. Each limit is an environment variable,
+read whenever a reader runs (the same for the CLI, Python code and tests), else the default below:
+
+- ``DOCATTN_MAX_DOCUMENT_CHARS`` (1,000,000): a longer document is cut there and counted in the
+  corpus ``stats["cut_documents"]`` (``stats["first_cut_document"]`` names the first). A line is
+  read in blocks: past 8x this many bytes the rest of it is dropped unread; a CSV or JSON record
+  that long is refused, since cut short it would read wrong.
+- ``DOCATTN_MAX_MEMBER_BYTES`` (256 MiB): an archive member is held in memory whole, so a larger
+  one is refused from its header, before it is read (unpack the archive and read the folder).
+- ``DOCATTN_MAX_COMPRESSION_RATIO`` (100): members, and archives, over 8 MiB that unpack to more
+  than this many times their compressed size are refused unread (text compresses about 3:1, a
+  compression bomb about 1000:1). ``docattn data download`` applies it too (see registry.py).
 """
 
 from __future__ import annotations
@@ -22,15 +35,17 @@ import math
 import os
 import posixpath
 import re
+import shutil
 import stat
 import sys
 import tarfile
+import tempfile
 import zipfile
 import zlib
 from dataclasses import dataclass, field
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Hashable, Iterable, Iterator
+from typing import IO, Any, Callable, ContextManager, Hashable, Iterable, Iterator
 
 from docattn.data.corpus import Corpus
 from docattn.errors import ConfigError, DataError
@@ -60,6 +75,12 @@ _FASTTEXT_LABELS = re.compile(r"\s*((?:__label__\S*(?:\s+|$))+)")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _SAMPLE_ROWS = 200  # rows looked at to sniff a CSV header
 
+MAX_DOCUMENT_CHARS = 1_000_000  # $DOCATTN_MAX_DOCUMENT_CHARS: the longest document kept whole
+MAX_MEMBER_BYTES = 256 << 20  # $DOCATTN_MAX_MEMBER_BYTES: the largest archive member read into memory
+MAX_COMPRESSION_RATIO = 100  # $DOCATTN_MAX_COMPRESSION_RATIO: unpacked : compressed bytes
+RATIO_FLOOR = 8 << 20  # smaller members may compress well (a file of blanks) without being a bomb
+_BLOCK = 1 << 20  # bytes read at a time past a line's limit
+
 
 # --------------------------------------------------------------------------- public API
 
@@ -75,7 +96,9 @@ def read_splits(path: str | os.PathLike, format: str | None = None, **options: A
     format: csv/tsv ``text_columns``, ``label_column``, ``header``, ``delimiter``; jsonl
     ``text_field``, ``label_field``, ``sentences_field``. UTF-16/32 text with a byte-order mark is
     decoded; without one it is a DataError. ``ignore_labels``: labels are not read, and a missing
-    or empty one is no error (prediction input); the corpora have ``labels`` None.
+    or empty one is no error (prediction input); the corpora have ``labels`` None. A document longer
+    than $DOCATTN_MAX_DOCUMENT_CHARS is cut, counted in ``stats["cut_documents"]`` (limits: see the
+    module docstring).
     """
     return _without_labels(_read(path, format, options, split=None, single=False), options)
 
@@ -124,6 +147,30 @@ def detect_format(path: str | os.PathLike) -> str:
     if source.is_dir() or _is_archive(source):
         return _detect_tree(_open_tree(source, keep_data=False))
     return _detect_file(source)
+
+
+def setting(variable: str, default: int) -> int:
+    """A limit: ``$variable`` when set (a positive whole number, "_" allowed: 2_000_000), else ``default``."""
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise ConfigError(f"${variable} must be a positive whole number, not {value!r} (unset, it is {default:,})")
+    return number
+
+
+def _max_chars() -> int:
+    return setting("DOCATTN_MAX_DOCUMENT_CHARS", MAX_DOCUMENT_CHARS)
+
+
+def _line_limit() -> int:
+    """Bytes of one line read whole: 8 per character of a document leaves room for JSON's \\uXXXX
+    escapes and a record's other fields; a line up to 1 MiB is always read whole."""
+    return max(8 * _max_chars(), 1 << 20)
 
 
 # --------------------------------------------------------------------------- dispatch
@@ -184,7 +231,7 @@ def _read(path: str | os.PathLike, format: str | None, options: dict[str, Any], 
         if format == "zhang":
             classes_file = source.parent / "classes.txt"
             if classes_file.is_file():
-                file_source.classes = _read_classes(_read_bytes(classes_file), str(classes_file))
+                file_source.classes = _read_classes(_read_bytes(classes_file, _CLASSES_BYTES + 1), str(classes_file))
                 file_source.classes_name = str(classes_file)
         sources = {"all": file_source}
 
@@ -339,20 +386,65 @@ def _clean(text: str) -> str:
     return text
 
 
-def _decoded_lines(stream: Iterable[bytes | str], name: str, errors: str, stats: dict[str, int]) -> Iterator[str]:
-    """Lines as clean text, BOM stripped, line ends kept: UTF-8 (else as ``errors`` says) or UTF-16/32 with a BOM."""
-    lines = iter(stream)
-    first = next(lines, None)
-    if first is None:
+def _decoded_lines(stream: IO, name: str, errors: str, stats: dict[str, int], long_lines: str = "cut") -> Iterator[str]:
+    """Lines as clean text, BOM stripped, line ends kept: UTF-8 (else as ``errors`` says) or UTF-16/32 with a BOM.
+
+    Read in bounded memory: a line past ``_line_limit()`` is cut there, the rest read in blocks and dropped
+    (``long_lines="cut"``: the document limit then cuts and counts it), or is a DataError ("error": a CSV or
+    JSON record cut short would read wrong).
+    """
+    limit = _line_limit()
+    first = stream.readline(limit)
+    if not first:
         return
-    lines = chain([first], lines)
     if isinstance(first, bytes) and (codec := _wide_encoding(first, name)):
-        lines = _wide_lines(lines, codec, name)
+        # b"\n" is no line end in UTF-16/32: decode blocks, split the text
+        blocks = chain([first], iter(lambda: stream.read(_BLOCK), b""))
+        lines: Iterator[bytes | str] = _wide_lines(blocks, codec, name, limit, long_lines)
+    else:
+        lines = _capped_lines(stream, first, name, limit, long_lines)
     for number, raw in enumerate(lines, 1):
         line = raw if isinstance(raw, str) else _decode_utf8(raw, f"{name}:{number}", errors, stats)
         if number == 1:
             line = line.removeprefix("\ufeff")
         yield _clean(line)
+
+
+def _capped_lines(stream: IO, first: bytes | str, name: str, limit: int, long_lines: str) -> Iterator[bytes | str]:
+    """``first``, then the lines of ``stream``, each at most ``limit`` bytes (see :func:`_decoded_lines`)."""
+    newline, line_ends = (b"\n", b"\r\n") if isinstance(first, bytes) else ("\n", "\r\n")
+    line, number = first, 1
+    while line:
+        if len(line) >= limit and not line.endswith(newline):
+            rest = stream.readline(_BLOCK)
+            if rest.rstrip(line_ends):  # longer than the limit, not just as long
+                if long_lines == "error":
+                    raise _long_line(name, number, limit)
+                while rest and not rest.endswith(newline):  # the rest of it, read and dropped
+                    rest = stream.readline(_BLOCK)
+                if isinstance(line, bytes):
+                    line = _whole_utf8(line)
+            else:  # exactly as long as the limit
+                line += rest
+        yield line
+        line, number = stream.readline(limit), number + 1
+
+
+def _long_line(name: str, number: int, limit: int) -> DataError:
+    return DataError(f"{name}:{number}: a record longer than {limit:,} bytes (8 x DOCATTN_MAX_DOCUMENT_CHARS, "
+                     f"now {_max_chars():,}), which cut short would read wrong; raise DOCATTN_MAX_DOCUMENT_CHARS "
+                     "or shorten the document")
+
+
+def _whole_utf8(raw: bytes) -> bytes:
+    """``raw`` without a UTF-8 character its end cuts in two (bytes cut at a limit)."""
+    for back in range(1, min(4, len(raw)) + 1):
+        byte = raw[-back]
+        if byte < 0x80:
+            return raw
+        if byte >= 0xC0:  # the lead byte: how many bytes its character takes
+            return raw if back >= (2 if byte < 0xE0 else 3 if byte < 0xF0 else 4) else raw[:-back]
+    return raw
 
 
 def _decode_utf8(raw: bytes, where: str, errors: str, stats: dict[str, int]) -> str:
@@ -386,38 +478,51 @@ def _wide_encoding(head: bytes, where: str) -> str | None:
     return None
 
 
-def _wide_lines(raw_lines: Iterable[bytes], codec: str, where: str) -> Iterator[str]:
-    """Text lines of UTF-16/32 bytes that were split at b"\\n": decoded, then split again at "\\n"."""
-    pending = ""
+def _wide_lines(blocks: Iterable[bytes], codec: str, where: str, limit: int, long_lines: str) -> Iterator[str]:
+    """Text lines of UTF-16/32 bytes read in blocks; a line past ``limit`` characters is cut there, the
+    rest dropped, or is a DataError, as ``long_lines`` says (see :func:`_decoded_lines`)."""
+    pending, dropping, number = "", False, 1
     try:
-        for text in codecs.iterdecode(raw_lines, codec):
-            *complete, pending = (pending + text).split("\n")
-            yield from (line + "\n" for line in complete)
+        for text in codecs.iterdecode(blocks, codec):
+            *complete, rest = text.split("\n")
+            for part in complete:
+                if not dropping:
+                    yield pending + part + "\n"
+                pending, dropping, number = "", False, number + 1
+            if dropping:
+                continue
+            pending += rest
+            if len(pending) > limit:
+                if long_lines == "error":
+                    raise _long_line(where, number, limit)
+                yield pending[:limit]
+                pending, dropping = "", True
     except UnicodeDecodeError as error:
         raise DataError(f"{where}: malformed {codec.upper()} text ({error.reason})") from None
     if pending:
         yield pending
 
 
-def _decode_document(raw: bytes, where: str, errors: str, stats: dict[str, int]) -> str:
-    """A whole file as text: UTF-16/32 with a BOM, else UTF-8 (else as ``errors`` says), BOM stripped."""
+def _decode_document(raw: bytes, where: str, errors: str, stats: dict[str, int], cut: bool = False) -> str:
+    """A whole file as text: UTF-16/32 with a BOM, else UTF-8 (else as ``errors`` says), BOM stripped.
+    ``cut``: ``raw`` stops at a limit, maybe inside a character, which is dropped."""
     codec = _wide_encoding(raw, where)
     if codec is None:
-        return _decode_utf8(raw, where, errors, stats).removeprefix("\ufeff")
+        return _decode_utf8(_whole_utf8(raw) if cut else raw, where, errors, stats).removeprefix("\ufeff")
     try:
-        return raw.decode(codec)
+        return codecs.getincrementaldecoder(codec)().decode(raw, final=not cut)
     except UnicodeDecodeError as error:
         raise DataError(f"{where}: malformed {codec.upper()} text ({error.reason})") from None
 
 
-def _source_lines(stream: Iterable[bytes | str], source: _Source, stats: dict[str, int]) -> Iterator[str]:
-    return _decoded_lines(stream, source.name, source.options.get("errors", "strict"), stats)
+def _source_lines(stream: IO, source: _Source, stats: dict[str, int], long_lines: str = "cut") -> Iterator[str]:
+    return _decoded_lines(stream, source.name, source.options.get("errors", "strict"), stats, long_lines)
 
 
-def _numbered_lines(source: _Source, stats: dict[str, int]) -> Iterator[tuple[int, str]]:
-    """(1-based line number, line without its line end)."""
+def _numbered_lines(source: _Source, stats: dict[str, int], long_lines: str = "cut") -> Iterator[tuple[int, str]]:
+    """(1-based line number, line without its line end); ``long_lines`` as in :func:`_decoded_lines`."""
     with _opened(source) as stream:
-        for number, line in enumerate(_source_lines(stream, source, stats), 1):
+        for number, line in enumerate(_source_lines(stream, source, stats, long_lines), 1):
             yield number, line.rstrip("\r\n")
 
 
@@ -499,9 +604,11 @@ def _stdin() -> ContextManager[Any]:
     return contextlib.nullcontext(buffer if buffer is not None else sys.stdin)
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, limit: int = -1) -> bytes:
+    """The file's bytes, at most ``limit`` of them (-1: all)."""
     try:
-        return path.read_bytes()
+        with open(path, "rb") as file:
+            return file.read(limit)
     except OSError as error:
         raise DataError(f"cannot read {path}: {error.strerror or error}") from None
 
@@ -521,9 +628,17 @@ class _Documents:
         self.rationales: list[Any] = []
         self.ids: list[str] = []
         self.stats = {"skipped_empty": 0, "decode_errors": 0}
+        self.max_chars = _max_chars()
 
     def add(self, where: str, doc_id: str, text: str, label: Hashable = None,
-            sentences: list[str] | None = None, rationale: Any = None) -> None:
+            sentences: list[str] | None = None, rationale: Any = None, cut: bool = False) -> None:
+        """``cut``: the reader already cut the text short (a file read up to a limit)."""
+        if cut or len(text) > self.max_chars:
+            text = text[: self.max_chars]
+            if sentences is not None:
+                sentences = _cut_sentences(sentences, self.max_chars)
+            self.stats["cut_documents"] = self.stats.get("cut_documents", 0) + 1
+            self.stats.setdefault("first_cut_document", where)
         if not text or text.isspace():
             if self.on_empty == "error":
                 raise DataError(f"{where}: empty document (pass on_empty='skip' to drop empty documents)")
@@ -553,6 +668,17 @@ class _Documents:
         )
 
 
+def _cut_sentences(sentences: list[str], limit: int) -> list[str]:
+    """The sentences that fit in ``limit`` characters joined by "\\n", the last one cut to fit."""
+    kept = []
+    for sentence in sentences:
+        if limit <= 0:
+            break
+        kept.append(sentence[:limit])
+        limit -= len(sentence) + 1
+    return kept
+
+
 def _missing_label(where: str, what: str) -> DataError:
     return DataError(f"{where}: missing or empty label ({what})")
 
@@ -571,11 +697,16 @@ def _read_tsv(source: _Source) -> Corpus:
     tab reads as CSV quoting says, one field, but is counted (``stats["quoted_tab_breaks"]``, with the
     first one's lines): a bare opening quote whose partner happened to sit before a tab looks the
     same, and merges the records between them, so it is said, never silent."""
-    if source.open is _stdin:  # read twice at most, so keep what stdin gave
+    if source.open is _stdin:  # read twice at most, so keep what stdin gave, on disk past 16 MiB
         with _opened(source) as stream:
-            data = stream.read()
-        source = dataclasses.replace(source, open=lambda: contextlib.nullcontext(
-            io.BytesIO(data) if isinstance(data, bytes) else io.StringIO(data)))
+            kept = tempfile.SpooledTemporaryFile(16 << 20, mode="w+" if isinstance(stream, io.TextIOBase) else "w+b")
+            shutil.copyfileobj(stream, kept, _BLOCK)
+
+        def reopen() -> ContextManager[Any]:
+            kept.seek(0)
+            return contextlib.nullcontext(kept)
+
+        source = dataclasses.replace(source, open=reopen)
     try:
         return _read_delimited(source, "\t")
     except _QuotingError:
@@ -602,7 +733,7 @@ def _read_delimited(source: _Source, default_delimiter: str, quoted: bool = True
 
     docs = _Documents(source.name, options.get("on_empty", "skip"))
     with _opened(source) as stream:
-        rows = _csv_rows(_source_lines(stream, source, docs.stats), source.name, delimiter, quoted,
+        rows = _csv_rows(_source_lines(stream, source, docs.stats, "error"), source.name, delimiter, quoted,
                          docs.stats if quoted and delimiter == "\t" else None)
         sample = list(islice(rows, _SAMPLE_ROWS))
         if not sample:
@@ -645,7 +776,8 @@ def _csv_rows(lines: Iterator[str], source: str, delimiter: str, quoted: bool = 
               stats: dict | None = None) -> Iterator[tuple[int, list[str]]]:
     """(first line number, fields) of each non-blank record; quoting errors name the line. With
     ``stats``, records whose quoted field holds a line break and the delimiter are counted there."""
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # documents are longer than the 128 KiB default
+    limit = _line_limit()  # documents are longer than the 128 KiB default; an unclosed quote must not take the file
+    csv.field_size_limit(limit)
     if quoted:
         reader = csv.reader(lines, delimiter=delimiter, strict=True)
     else:
@@ -657,6 +789,10 @@ def _csv_rows(lines: Iterator[str], source: str, delimiter: str, quoted: bool = 
         except StopIteration:
             return
         except csv.Error as error:
+            if "field larger than field limit" in str(error):
+                raise _QuotingError(f"{source}:{start}: a field longer than {limit:,} characters (8 x "
+                                    f"DOCATTN_MAX_DOCUMENT_CHARS), or a quote that never closes; raise "
+                                    "DOCATTN_MAX_DOCUMENT_CHARS if the document is that long") from None
             raise _QuotingError(f"{source}:{start}: malformed CSV record ({error})") from None
         if stats is not None and reader.line_num > start and any(_spans_records(f, delimiter) for f in row):
             stats["quoted_tab_breaks"] = stats.get("quoted_tab_breaks", 0) + 1
@@ -747,7 +883,7 @@ def _read_jsonl(source: _Source) -> Corpus:
     sentences_field = options.get("sentences_field") or "sentences"
     docs = _Documents(source.name, options.get("on_empty", "skip"))
     first_unlabeled, any_labeled = None, False
-    for line, raw in _numbered_lines(source, docs.stats):
+    for line, raw in _numbered_lines(source, docs.stats, "error"):
         if not raw.strip():
             continue
         where = f"{source.name}:{line}"
@@ -820,7 +956,7 @@ def _read_zhang(source: _Source) -> Corpus:
     docs = _Documents(source.name, source.options.get("on_empty", "skip"))
     classes = source.classes
     with _opened(source) as stream:
-        for line, row in _csv_rows(_source_lines(stream, source, docs.stats), source.name, ","):
+        for line, row in _csv_rows(_source_lines(stream, source, docs.stats, "error"), source.name, ","):
             where = f"{source.name}:{line}"
             if len(row) < 2:
                 raise DataError(f"{where}: expected a class and at least one text field, found {len(row)} field(s)")
@@ -855,7 +991,12 @@ def _zhang_unescape(fields: list[str]) -> list[str]:
     return [f.replace("\\n", "\n") for f in fields]
 
 
+_CLASSES_BYTES = 1 << 20  # a classes.txt names a few dozen classes
+
+
 def _read_classes(data: bytes, where: str) -> list[str]:
+    if len(data) > _CLASSES_BYTES:
+        raise DataError(f"{where}: over {_CLASSES_BYTES:,} bytes; expected one class name per line")
     names = [line.strip() for line in _clean(_decode_document(data, where, "strict", {})).splitlines() if line.strip()]
     if not names:
         raise DataError(f"{where}: no class names (expected one per line)")
@@ -939,8 +1080,9 @@ class _Tree:
     data: dict[str, bytes] = field(default_factory=dict)  # an archive: read in one pass
     skipped_links: list[str] = field(default_factory=list)  # archive links whose target is not in it: "name -> target"
 
-    def read(self, member: str) -> bytes:
-        return _read_bytes(self.root / member) if self.root is not None else self.data[member]
+    def read(self, member: str, limit: int = -1) -> bytes:
+        """The member's bytes: on disk at most ``limit`` of them; from an archive all (already in memory)."""
+        return _read_bytes(self.root / member, limit) if self.root is not None else self.data[member]
 
     def opener(self, member: str) -> Callable[[], ContextManager[Any]]:
         if self.root is not None:
@@ -1007,6 +1149,11 @@ def _archive_tree(path: Path, keep_data: bool = True) -> _Tree:
     try:
         if path.name.lower().endswith(".zip"):
             with zipfile.ZipFile(path) as archive:
+                # the central directory gives every size before anything is read; reading stops at them
+                unpacking = _Unpacking(path)
+                for info in archive.infolist():
+                    if _member_path(info.filename) is not None and not info.is_dir():
+                        unpacking.before(info.filename, info.file_size, info.compress_size)
                 for info in archive.infolist():
                     member = info.filename
                     name = _member_path(info.filename)
@@ -1026,14 +1173,18 @@ def _archive_tree(path: Path, keep_data: bool = True) -> _Tree:
                 data.clear()
                 folders.clear()
                 links.clear()
-                with tarfile.open(path, "r|*") as archive:  # stream mode: one pass, no seeking
+                # stream mode: one pass, no seeking
+                with open(path, "rb") as raw, tarfile.open(fileobj=raw, mode="r|*") as archive:
+                    unpacking = _Unpacking(path, raw.tell)
                     for info in archive:
                         member = info.name
                         kind = (b"5" if info.isdir() else b"0" if info.isfile() else b"1" if info.islnk()
                                 else b"2" if info.issym() else b"?")
+                        unpacking.before(member, info.size)
                         file = archive.extractfile(info) if kind == b"0" and keep_data else None
                         _add_tar_member(member, kind, file.read() if file else b"", info.linkname, data, folders,
                                         links, keep_data)
+                        unpacking.after(member)
     except (tarfile.TarError, zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OSError,
             RuntimeError, NotImplementedError) as error:
         raise DataError(f"{path}: corrupt or unreadable archive at member {member!r} ({error})") from None
@@ -1136,6 +1287,48 @@ class _NotPlainTar(Exception):
 _TAR_OPENERS = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
 
 
+class _Unpacking:
+    """The size checks on an archive read into memory, each member's from its header before it is read."""
+
+    def __init__(self, path: Path, position: Callable[[], int] | None = None):
+        self.path, self.position = path, position  # position: compressed bytes consumed so far
+        self.packed = path.stat().st_size
+        self.unpacked = 0
+        self.most = setting("DOCATTN_MAX_MEMBER_BYTES", MAX_MEMBER_BYTES)
+        self.ratio = setting("DOCATTN_MAX_COMPRESSION_RATIO", MAX_COMPRESSION_RATIO)
+
+    def before(self, member: str, size: int, packed: int | None = None) -> None:
+        """Refuse ``member`` (``size`` bytes unpacked; ``packed``: compressed, when known) unread."""
+        self.unpacked += size
+        # messages are built only to be raised: IMDB has 50k members
+        if packed is not None and size > RATIO_FLOOR and size > self.ratio * packed:
+            check_ratio(f"{self.path}: member {member!r}", size, packed, self.ratio)
+        # no member takes more of the archive than all of it
+        if self.unpacked > RATIO_FLOOR and self.unpacked > self.ratio * self.packed:
+            check_ratio(f"{self.path} (up to member {member!r})", self.unpacked, self.packed, self.ratio)
+        if size > self.most:
+            raise DataError(f"{self.path}: member {member!r} is {size:,} bytes, over the {self.most:,}-byte limit "
+                            "for an archive member read into memory; unpack the archive and read the folder "
+                            "(files on disk are read in bounded memory), or raise DOCATTN_MAX_MEMBER_BYTES")
+
+    def after(self, member: str) -> None:
+        """Refuse the rest when what was read so far unpacked from too few compressed bytes (many small bombs)."""
+        if self.position is not None and self.unpacked > RATIO_FLOOR and self.unpacked > self.ratio * self.position():
+            check_ratio(f"{self.path} (up to member {member!r})", self.unpacked, self.position(), self.ratio)
+
+
+def check_ratio(what: str, unpacked: int, packed: int, ratio: int | None = None) -> None:
+    """A DataError when ``unpacked`` bytes over RATIO_FLOOR came from ``packed`` compressed ones at more than
+    ``ratio`` ($DOCATTN_MAX_COMPRESSION_RATIO) to one: text compresses about 3:1, a compression bomb about 1000:1."""
+    if unpacked <= RATIO_FLOOR:
+        return
+    ratio = ratio or setting("DOCATTN_MAX_COMPRESSION_RATIO", MAX_COMPRESSION_RATIO)
+    if unpacked > ratio * max(packed, 1):
+        raise DataError(f"{what} unpacks to {unpacked:,} bytes from {packed:,} ({unpacked // max(packed, 1):,}:1), "
+                        f"over the {ratio}:1 limit: a compression bomb? Refused unread; if the archive is trusted, "
+                        "raise DOCATTN_MAX_COMPRESSION_RATIO")
+
+
 def _plain_tar_members(path: Path) -> Iterator[tuple[str, bytes, bytes, str]]:
     """(name, type flag, content, link target) of each member of a ustar/GNU/pax tar, optionally compressed.
 
@@ -1144,40 +1337,51 @@ def _plain_tar_members(path: Path) -> Iterator[tuple[str, bytes, bytes, str]]:
     """
     with open(path, "rb") as raw:
         magic = raw.read(6)
-    opener = next((o for m, o in _TAR_OPENERS.items() if magic.startswith(m)), open)
-    with opener(path, "rb") as stream:
-        long_name: bytes | None = None
-        name = "(first member)"
-        while True:
-            header = stream.read(512)
-            if not header or header == _ZERO_BLOCK:
-                return
-            if len(header) < 512:
-                raise EOFError(f"archive ends inside the header after {name!r}")
-            if header[124] & 0x80 or _octal(header[148:156]) != sum(header) - sum(header[148:156]) + 256:
-                raise _NotPlainTar  # base-256 size or a bad checksum: let tarfile decide
-            size, kind = _octal(header[124:136]), header[156:157]
-            content = stream.read(size)
-            if len(content) < size:
-                raise EOFError(f"archive ends inside member {name!r}")
-            stream.read(-size % 512)
-            if kind == b"L":  # GNU long name of the next member
-                long_name = content.split(b"\0", 1)[0]
-                continue
-            if kind == b"x":
-                long_name = _pax_path(content) or long_name
-                continue
-            if kind == b"g":
-                continue
-            if kind not in (b"0", b"\0", b"7", b"5", b"1", b"2", b"3", b"4", b"6"):
-                raise _NotPlainTar
-            if long_name is None:
-                long_name = header[:100].split(b"\0", 1)[0]
-                if header[257:265] == b"ustar\x0000" and header[345] != 0:  # POSIX prefix field
-                    long_name = header[345:500].split(b"\0", 1)[0] + b"/" + long_name
-            name = long_name.decode("utf-8", "surrogateescape")
-            long_name = None
-            yield name, kind, content, header[157:257].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        raw.seek(0)
+        opener = next((o for m, o in _TAR_OPENERS.items() if magic.startswith(m)), None)
+        with opener(raw, "rb") if opener else contextlib.nullcontext(raw) as stream:
+            yield from _plain_tar_stream(stream, _Unpacking(path, raw.tell))
+
+
+def _plain_tar_stream(stream: IO, unpacking: _Unpacking) -> Iterator[tuple[str, bytes, bytes, str]]:
+    long_name: bytes | None = None
+    name = "(first member)"
+    while True:
+        header = stream.read(512)
+        if not header or header == _ZERO_BLOCK:
+            return
+        if len(header) < 512:
+            raise EOFError(f"archive ends inside the header after {name!r}")
+        if header[124] & 0x80 or _octal(header[148:156]) != sum(header) - sum(header[148:156]) + 256:
+            raise _NotPlainTar  # base-256 size or a bad checksum: let tarfile decide
+        size, kind = _octal(header[124:136]), header[156:157]
+        path = long_name if long_name is not None and kind not in (b"L", b"x", b"g") else _header_path(header)
+        this = path.decode("utf-8", "surrogateescape")
+        unpacking.before(this, size)
+        content = stream.read(size)
+        if len(content) < size:
+            raise EOFError(f"archive ends inside member {name!r}")
+        stream.read(-size % 512)
+        unpacking.after(this)
+        if kind == b"L":  # GNU long name of the next member
+            long_name = content.split(b"\0", 1)[0]
+            continue
+        if kind == b"x":
+            long_name = _pax_path(content) or long_name
+            continue
+        if kind == b"g":
+            continue
+        if kind not in (b"0", b"\0", b"7", b"5", b"1", b"2", b"3", b"4", b"6"):
+            raise _NotPlainTar
+        name, long_name = this, None
+        yield name, kind, content, header[157:257].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def _header_path(header: bytes) -> bytes:
+    path = header[:100].split(b"\0", 1)[0]
+    if header[257:265] == b"ustar\x0000" and header[345] != 0:  # POSIX prefix field
+        path = header[345:500].split(b"\0", 1)[0] + b"/" + path
+    return path
 
 
 _ZERO_BLOCK = bytes(512)
@@ -1286,10 +1490,13 @@ def _read_folder(tree: _Tree, split: str | None, single: bool, on_empty: str, er
 def _add_file(docs: _Documents, tree: _Tree, member: str, errors: str, label: Hashable = None) -> None:
     """One file of a folder tree as a document, decoded on its own."""
     # each file has its own encoding: 20 Newsgroups has Latin-1 posts among UTF-8 ones
-    text = _clean(_decode_document(tree.read(member), tree.where(member), errors, docs.stats))
+    most = 4 * docs.max_chars  # bytes enough for the characters kept, in any encoding read
+    raw = tree.read(member, most + 1)
+    cut = len(raw) > most
+    text = _clean(_decode_document(raw[:most] if cut else raw, tree.where(member), errors, docs.stats, cut))
     if "\r" in text:
         text = text.replace("\r\n", "\n")
-    docs.add(tree.where(member), member, text, label)
+    docs.add(tree.where(member), member, text, label, cut=cut)
 
 
 def _read_folder_texts(tree: _Tree, on_empty: str, errors: str) -> Corpus:
@@ -1331,7 +1538,7 @@ def _zhang_sources(tree: _Tree, options: dict[str, Any]) -> dict[str, _Source]:
     sources = _group_sources(tree, members, options, "Zhang CSV")
     classes_member = posixpath.join(folders.pop(), "classes.txt")
     if classes_member in tree.paths:
-        classes = _read_classes(tree.read(classes_member), tree.where(classes_member))
+        classes = _read_classes(tree.read(classes_member, _CLASSES_BYTES + 1), tree.where(classes_member))
         for source in sources.values():
             source.classes, source.classes_name = classes, tree.where(classes_member)
     return sources

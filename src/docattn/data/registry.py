@@ -8,6 +8,13 @@ is downloaded implicitly: :func:`resolve` only finds what :func:`download` put i
 Without network, point docattn at a local copy instead: ``url`` (``--url``) takes a local archive,
 a ``file://`` URL, an unpacked folder or a mirror, and ``$DOCATTN_MIRROR`` is a base URL (or
 folder) to which the archive's file name is appended.
+
+Unpacking is refused, before anything is extracted, when a member's header says it is larger than
+``$DOCATTN_MAX_UNPACK_MEMBER_BYTES`` (default 8 GiB), when all members come to more than
+``$DOCATTN_MAX_UNPACK_BYTES`` (default 32 GiB), or when they unpack to more than
+``$DOCATTN_MAX_COMPRESSION_RATIO`` (default 100) times their compressed size (a compression bomb;
+see docattn.data.readers). The largest registered set, Amazon Review Polarity, unpacks 688 MB to
+1.8 GB (2.6:1, its train.csv 1.6 GB).
 """
 
 from __future__ import annotations
@@ -28,9 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from docattn.data.readers import MAX_COMPRESSION_RATIO, RATIO_FLOOR, check_ratio, setting
 from docattn.errors import DataError
 
 LAYOUTS = ("zhang", "folder", "tang")  # the reader formats in docattn.data
+MAX_UNPACK_MEMBER_BYTES = 8 << 30  # $DOCATTN_MAX_UNPACK_MEMBER_BYTES: the largest file unpacked
+MAX_UNPACK_BYTES = 32 << 30  # $DOCATTN_MAX_UNPACK_BYTES: all files of one archive
 _CHUNK = 1 << 20
 _USER_AGENT = "docattn (https://github.com/; dataset download)"
 _SEVEN_ZIP_MAGIC = b"7z\xbc\xaf\x27\x1c"
@@ -696,20 +706,53 @@ def _unpack(archive: Path, into: Path, info: DatasetInfo) -> None:
         raise DataError(f"{info.name}: cannot unpack {archive.name} into {into.parent}: {e}") from None
 
 
+class _SizeCheck:
+    """Refuses an archive from its members' headers, before anything is extracted (limits: module docstring)."""
+
+    def __init__(self, archive: Path, info: DatasetInfo):
+        self.archive, self.info = archive, info
+        self.packed = archive.stat().st_size
+        self.unpacked = 0
+        self.most = setting("DOCATTN_MAX_UNPACK_MEMBER_BYTES", MAX_UNPACK_MEMBER_BYTES)
+        self.total = setting("DOCATTN_MAX_UNPACK_BYTES", MAX_UNPACK_BYTES)
+        self.ratio = setting("DOCATTN_MAX_COMPRESSION_RATIO", MAX_COMPRESSION_RATIO)
+
+    def add(self, member: str, size: int, packed: int | None = None) -> None:
+        """``member`` unpacks to ``size`` bytes, from ``packed`` (zip: its own; tar: unknown, the archive's)."""
+        where = f"{self.info.name}: {self.archive.name}"
+        self.unpacked += size
+        if packed is not None and size > RATIO_FLOOR:
+            check_ratio(f"{where} member {member!r}", size, packed, self.ratio)
+        if self.unpacked > RATIO_FLOOR:
+            check_ratio(f"{where} (up to member {member!r})", self.unpacked, self.packed, self.ratio)
+        if size > self.most:
+            raise DataError(f"{where} member {member!r} is {size:,} bytes, over the {self.most:,}-byte limit for one "
+                            "file; nothing was unpacked. If the archive is trusted, raise "
+                            "DOCATTN_MAX_UNPACK_MEMBER_BYTES and run again")
+        if self.unpacked > self.total:
+            raise DataError(f"{where} unpacks to more than {self.total:,} bytes (up to member {member!r}: "
+                            f"{self.unpacked:,}); nothing was unpacked. If the archive is trusted, raise "
+                            "DOCATTN_MAX_UNPACK_BYTES and run again")
+
+
 def _unpack_zip(archive: Path, into: Path, info: DatasetInfo) -> None:
     with zipfile.ZipFile(archive) as zf:
+        sizes = _SizeCheck(archive, info)
         for member in zf.infolist():
             if _unsafe_member(member.filename):
                 raise _BadArchive(_unsafe_message(info, archive, member.filename))
+            sizes.add(member.filename, member.file_size, member.compress_size)  # extracting stops at file_size
         zf.extractall(into)
 
 
 def _unpack_tar(archive: Path, into: Path, info: DatasetInfo) -> None:
     with tarfile.open(archive, "r:*") as tf:
         members = []
-        for member in tf.getmembers():
+        sizes = _SizeCheck(archive, info)
+        for member in tf:  # header by header: a bomb's first header refuses it before its content is inflated
             if _unsafe_member(member.name):
                 raise _BadArchive(_unsafe_message(info, archive, member.name))
+            sizes.add(member.name, member.size)
             if member.issym() or member.islnk():
                 # a hard link names an archive path, a symbolic link a path relative to its folder
                 target = os.path.join("" if member.islnk() else os.path.dirname(member.name), member.linkname)
