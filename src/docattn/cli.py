@@ -356,6 +356,10 @@ def _print_skipped(console, info: dict) -> None:
         console.print(f"skipped empty documents: {empty}")
     if decoded:
         console.print(f"documents that were not UTF-8, read as Latin-1 (or with U+FFFD, as errors= says): {decoded}")
+    cut = [v for v in skipped.values() if v.get("cut_documents")]
+    if cut:
+        console.print(f"documents cut at the length limit: {sum(int(v['cut_documents']) for v in cut)} "
+                      f"(first: {cut[0]['first_cut_document']}); set DOCATTN_MAX_DOCUMENT_CHARS to keep more of them")
     spans = [v for v in skipped.values() if v.get("quoted_tab_breaks")]
     if spans:
         console.print(f"TSV records whose quoted text holds a line break and a tab: "
@@ -497,6 +501,10 @@ def predict(
     skipped = corpus.stats.get("skipped_empty", 0)
     if skipped:  # output lines are joined to the input by id, not by position
         typer.echo(f"note: {skipped} empty document(s) skipped, no prediction written for them", err=True)
+    cut = corpus.stats.get("cut_documents", 0)
+    if cut:
+        typer.echo(f"note: {cut} document(s) cut at the length limit (first: {corpus.stats['first_cut_document']}); "
+                   "set DOCATTN_MAX_DOCUMENT_CHARS to keep more of them", err=True)
     probs = clf.predict_proba(corpus)
     classes = clf.labels.classes
     out = sys.stdout
