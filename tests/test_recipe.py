@@ -83,6 +83,16 @@ def test_a_small_data_set_trains_to_its_planned_steps_with_the_rate_ending_near_
     assert clf.results["recipe"]["max_epochs"] == clf.train_config.max_epochs
 
 
+def test_early_stopping_waits_for_the_minimum_steps():
+    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
+    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+    # patience 1 on a validation score that stops moving at once: only the minimum bounds the run
+    clf = DocumentClassifier("han", embeddings="random", patience=1, min_steps=30, min_epochs=10, batch_size=32, lr=1e-6,
+                             guardrail=False, **TINY).fit_prepared(data)
+    assert clf.results["history"][-1]["step"] >= 30 and clf.results["stopped_early"]
+    assert clf.results["history"][-1]["step"] < clf.train_config.max_epochs * math.ceil(len(data.splits["train"]) / 32)
+
+
 def test_old_runs_without_a_recipe_keep_training_as_they_did():
     old = TrainConfig.from_json({"max_epochs": 3, "word2vec_epochs": 5, "patience": None})
     assert old.recipe == "paper" and old.class_weight is None and old.monitor == "val_acc"

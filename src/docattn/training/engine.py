@@ -324,6 +324,19 @@ def check_resumable(checkpoint: Path, max_epochs: int | None) -> None:
                           f"give --epochs {done + 1} or more to train more (now: {max_epochs})")
 
 
+class EarlyStoppingAfter(EarlyStopping):
+    """Early stopping that judges only from ``min_steps`` optimizer steps on: on a small validation set the
+    score saturates within a few epochs, and stopping there ended training at a third of its steps, at
+    the cosine's peak rate (the recipe's minimum training is a floor, not a plan to cut short)."""
+
+    def __init__(self, *args, min_steps: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.min_steps = min_steps
+
+    def _should_skip_check(self, trainer) -> bool:
+        return super()._should_skip_check(trainer) or trainer.global_step < self.min_steps
+
+
 class DivergenceGuard(Callback):
     """Stops training once its loss is NaN or infinite and the weights are too (a step a loss scaler
     skipped leaves them finite), so a diverged run ends at once, and says so, instead of training
@@ -590,7 +603,10 @@ def fit(
     log = MetricsLog(run_dir / "metrics.csv" if run_dir is not None else None, echo=cfg.progress_lines or (cfg.progress and not bar))
     guard = DivergenceGuard()
     callbacks: list[Callback] = ([ema] if ema else []) + [best, log, ValidateLastStep(), guard]
-    early = EarlyStopping(cfg.monitor, patience=cfg.patience, mode=best.mode) if cfg.patience else None
+    early = None
+    if cfg.patience:
+        after = cfg.min_steps if cfg.recipe == "auto" else 0
+        early = EarlyStoppingAfter(cfg.monitor, patience=cfg.patience, mode=best.mode, min_steps=after)
     if early is not None:
         callbacks.append(early)
     ckpt_path = None

@@ -6,8 +6,10 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
 
 - epochs: enough for ``min_steps`` optimizer steps, at least the model's registered epochs, at most
   ``epoch_limit``: 2,000 documents at batch 64 make 32 steps an epoch, and 3 epochs left HAN untrained;
-- patience: stop after 3 epochs' worth of validations without improvement, keeping the best weights
-  (only where the epochs were left to the recipe: ``max_epochs=N`` trains N epochs);
+- patience: once ``min_steps`` are done, stop after 3 epochs' worth of validations without improvement,
+  keeping the best weights (only where the epochs were left to the recipe: ``max_epochs=N`` trains N
+  epochs); a small validation set's score saturates early, and stopping before the minimum cut BBC's
+  training at a third of its steps;
 - word2vec passes: about ``word2vec_tokens`` tokens in all (5 to 50 passes), since a small corpus
   gives word2vec too few updates in gensim's 5 passes;
 - class weights: inverse frequency where the largest class has over 3x the documents of the smallest,
