@@ -564,6 +564,7 @@ def checked_trainer(cfg: TrainConfig, callbacks: list | None = None, val_interva
     alone before a run folder is written, so a bad option changes nothing there."""
     if cfg.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ConfigError(f"accelerator={cfg.accelerator!r} but PyTorch sees no CUDA GPU here (use auto or cpu)")
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # its start-up banners are noise for users
     try:
         return _trainer(cfg, callbacks or [], val_interval, bar, run_dir)
     except (MisconfigurationException, ValueError, TypeError, ImportError) as err:
