@@ -96,6 +96,15 @@ class _IdSentences:
                 yield self.names[tokens[start:end]].tolist()
 
 
+def _coverage(found: np.ndarray, vocab: Vocabulary, corpus: EncodedCorpus | None) -> Coverage:
+    """How many of the vocabulary's words have a vector, and (given the training split) the share of running tokens."""
+    token_share = float("nan")
+    if corpus is not None and len(corpus.tokens):
+        counts = np.bincount(np.asarray(corpus.tokens), minlength=len(vocab))
+        token_share = float(counts[found].sum() / counts.sum())
+    return Coverage(int(found.sum()), len(vocab) - len(SPECIAL_TOKENS), token_share)
+
+
 def load_vectors(path: str | Path, vocab: Vocabulary, corpus: EncodedCorpus | None = None, seed: int = 0) -> tuple[np.ndarray, Coverage]:
     """Matrix for ``vocab`` from a vector file: GloVe text (no header), word2vec / fastText text
     (``.vec``, with a header), word2vec binary (``.bin``); any of them gzipped (``.gz``).
@@ -119,11 +128,7 @@ def load_vectors(path: str | Path, vocab: Vocabulary, corpus: EncodedCorpus | No
         matrix[i] = vector
         found[i] = True
     matrix[PAD] = 0.0
-    token_share = float("nan")
-    if corpus is not None and len(corpus.tokens):
-        counts = np.bincount(np.asarray(corpus.tokens), minlength=len(vocab))
-        token_share = float(counts[found].sum() / counts.sum())
-    return matrix, Coverage(int(found.sum()), len(vocab) - len(SPECIAL_TOKENS), token_share)
+    return matrix, _coverage(found, vocab, corpus)
 
 
 def _read_binary(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], int]:
@@ -251,8 +256,4 @@ def packaged_vectors(name: str, vocab: Vocabulary, corpus: EncodedCorpus | None 
     if spread is not None and found.any():
         matrix *= spread / float(matrix[found].std())
     matrix[PAD] = 0.0
-    token_share = float("nan")
-    if corpus is not None and len(corpus.tokens):
-        counts = np.bincount(np.asarray(corpus.tokens), minlength=len(vocab))
-        token_share = float(counts[found].sum() / counts.sum())
-    return matrix, Coverage(int(found.sum()), len(vocab) - len(SPECIAL_TOKENS), token_share)
+    return matrix, _coverage(found, vocab, corpus)
