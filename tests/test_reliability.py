@@ -355,3 +355,18 @@ def test_a_cache_build_killed_midway_leaves_no_folder_behind(tmp_path):
     live.mkdir()
     folder = cached("xyz", lambda tmp: (tmp / "x").write_text("1"), tmp_path)
     assert (folder / "x").read_text() == "1" and not abandoned.exists() and live.exists()
+
+
+def test_a_cache_entry_with_ids_past_the_vocabulary_or_broken_offsets_is_rebuilt(tmp_path):
+    from docattn.data.prepare import prepare_paths
+
+    path = tmp_path / "train.jsonl"
+    synthetic.write_jsonl(synthetic.make_splits(n_train=60, n_test=5, seed=2)["train"], path)
+    first = prepare_paths(path, cache_dir=tmp_path / "cache")
+    folder = Path(first.info["cache"]) / "train"
+    expected = np.array(first.splits["train"].tokens)
+    for name, damage in (("tokens", lambda a: a + 10_000), ("sentence_offsets", lambda a: a[::-1].copy())):
+        good = np.load(folder / f"{name}.npy")
+        np.save(folder / f"{name}.npy", damage(good))
+        again = prepare_paths(path, cache_dir=tmp_path / "cache")  # rebuilt, not an IndexError mid-training
+        assert np.array_equal(np.array(again.splits["train"].tokens), expected)

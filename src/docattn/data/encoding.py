@@ -85,9 +85,25 @@ class EncodedCorpus:
         except (FileNotFoundError, ValueError, OSError) as err:
             raise DataError(f"{folder}: encoded corpus is missing or corrupt ({err})") from None
         enc = cls(**arrays)
-        if enc.sentence_offsets[-1] != len(enc.tokens) or enc.document_offsets[-1] != len(enc.sentence_offsets) - 1:
-            raise DataError(f"{folder}: encoded corpus arrays do not agree (truncated cache?)")
+        problem = enc.problem()
+        if problem:
+            raise DataError(f"{folder}: encoded corpus is corrupt ({problem})")
         return enc
+
+    def problem(self, vocab_size: int | None = None, num_classes: int | None = None) -> str | None:
+        """What makes these arrays unusable (offsets that do not run 0..n in order, ids past the vocabulary,
+        labels past the classes), or None; a batch would otherwise fail with an IndexError mid-training."""
+        s, d = np.asarray(self.sentence_offsets), np.asarray(self.document_offsets)
+        if len(s) == 0 or len(d) == 0 or s[0] != 0 or d[0] != 0 or s[-1] != len(self.tokens) or d[-1] != len(s) - 1:
+            return "the arrays do not agree: a truncated cache?"
+        if (np.diff(s) < 0).any() or (np.diff(d) < 0).any():
+            return "offsets run backwards"
+        if len(self.tokens) and (int(np.min(self.tokens)) < 0 or (vocab_size is not None and int(np.max(self.tokens)) >= vocab_size)):
+            return f"token ids outside the vocabulary of {vocab_size}"
+        if len(self.labels) != len(d) - 1 or (num_classes is not None and len(self.labels)
+                                               and (int(np.min(self.labels)) < -1 or int(np.max(self.labels)) >= num_classes)):
+            return f"labels that are not one per document in -1..{num_classes}"
+        return None
 
 
 def ragged_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

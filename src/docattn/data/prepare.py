@@ -207,5 +207,9 @@ def _load_prepared(folder: Path, mmap: bool) -> PreparedData:
     labels = LabelMap.from_json(json.loads((folder / "labels.json").read_text(encoding="utf-8")))
     info = json.loads((folder / "info.json").read_text(encoding="utf-8"))
     splits = {p.name: EncodedCorpus.load(p, mmap=mmap) for p in sorted(folder.iterdir()) if p.is_dir()}
+    for name, enc in splits.items():  # a damaged or tampered entry is rebuilt (prepare_paths), never trained on
+        problem = enc.problem(len(vocab), len(labels))
+        if problem:
+            raise DataError(f"{folder / name}: encoded corpus is corrupt ({problem})")
     info["cache"] = str(folder)
     return PreparedData(vocab, labels, splits, info)
