@@ -607,10 +607,20 @@ def _stdin() -> ContextManager[Any]:
 def _read_bytes(path: Path, limit: int = -1) -> bytes:
     """The file's bytes, at most ``limit`` of them (-1: all)."""
     try:
-        with open(path, "rb") as file:
+        with _open_file(path) as file:
             return file.read(limit)
     except OSError as error:
         raise DataError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def _open_file(path: Path) -> IO[bytes]:
+    """``path`` opened to read, when it is a regular file: a named pipe in a data folder waited for a writer
+    forever, and a device gave its bytes (all of /dev/zero up to the length limit) as a document."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = next((k for test, k in _SPECIAL_FILES if test(mode)), "a special file")
+        raise DataError(f"{path}: not a regular file ({kind}); take it out of the data folder")
+    return open(path, "rb")
 
 
 # --------------------------------------------------------------------------- documents
@@ -638,7 +648,7 @@ class _Documents:
             if sentences is not None:
                 sentences = _cut_sentences(sentences, self.max_chars)
             self.stats["cut_documents"] = self.stats.get("cut_documents", 0) + 1
-            self.stats.setdefault("first_cut_document", where)
+            self.stats.setdefault("first_cut_document", _shown(where))
         if not text or text.isspace():
             if self.on_empty == "error":
                 raise DataError(f"{where}: empty document (pass on_empty='skip' to drop empty documents)")
@@ -1087,7 +1097,7 @@ class _Tree:
     def opener(self, member: str) -> Callable[[], ContextManager[Any]]:
         if self.root is not None:
             path = self.root / member
-            return lambda: open(path, "rb")
+            return lambda: _open_file(path)
         return lambda: io.BytesIO(self.data[member])
 
     def where(self, member: str) -> str:
@@ -1099,7 +1109,19 @@ def _member_path(name: str) -> str | None:
     parts = [p for p in name.replace("\\", "/").split("/") if p and p != "."]
     if not parts or any(p.startswith(".") or p == "__MACOSX" for p in parts):
         return None
-    return "/".join(parts)
+    return _shown("/".join(parts))
+
+
+_NOT_UTF8 = re.compile("[\ud800-\udfff]")
+
+
+def _shown(name: str) -> str:
+    """``name`` fit for a label, an id or a JSON file: the bytes of a file or member name that were not UTF-8
+    (kept by os and tarfile as surrogate escapes, which no file can hold) read as Latin-1, as they are in a
+    document; a folder ``pos\\xff`` gave the class 'pos\\udcff', and training failed writing labels.json."""
+    if name.isascii():
+        return name
+    return _NOT_UTF8.sub(lambda m: chr(ord(m[0]) - 0xDC00) if "\udc80" <= m[0] <= "\udcff" else "\ufffd", name)
 
 
 def _open_tree(path: Path, keep_data: bool = True) -> _Tree:
@@ -1186,7 +1208,7 @@ def _archive_tree(path: Path, keep_data: bool = True) -> _Tree:
                                         links, keep_data)
                         unpacking.after(member)
     except (tarfile.TarError, zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OSError,
-            RuntimeError, NotImplementedError) as error:
+            RuntimeError, NotImplementedError, UnicodeDecodeError) as error:  # (a zip name flagged UTF-8 that is not)
         raise DataError(f"{path}: corrupt or unreadable archive at member {member!r} ({error})") from None
     skipped = _resolve_links(links, data, folders)
     return _Tree(str(path), sorted(data), folders, data=data if keep_data else {}, skipped_links=skipped)
@@ -1460,7 +1482,7 @@ def _folder_documents(tree: _Tree, unlabelled: bool = False) -> list[tuple[str, 
             # not beside the label folders themselves (a README)
             if beside and "/".join(parts[:depth]) not in label_folders:
                 continue
-        label = parts[depth - 1]
+        label = _shown(parts[depth - 1])  # a folder on disk: its raw name (an archive's is shown already)
         if label in _IGNORED_FOLDERS and not unlabelled:
             continue
         documents.append((path, label, split))
@@ -1496,7 +1518,7 @@ def _add_file(docs: _Documents, tree: _Tree, member: str, errors: str, label: Ha
     text = _clean(_decode_document(raw[:most] if cut else raw, tree.where(member), errors, docs.stats, cut))
     if "\r" in text:
         text = text.replace("\r\n", "\n")
-    docs.add(tree.where(member), member, text, label, cut=cut)
+    docs.add(tree.where(member), _shown(member), text, label, cut=cut)
 
 
 def _read_folder_texts(tree: _Tree, on_empty: str, errors: str) -> Corpus:

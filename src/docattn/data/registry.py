@@ -748,6 +748,7 @@ def _unpack_zip(archive: Path, into: Path, info: DatasetInfo) -> None:
 def _unpack_tar(archive: Path, into: Path, info: DatasetInfo) -> None:
     with tarfile.open(archive, "r:*") as tf:
         members = []
+        files = set()  # regular files kept so far: what a hard link may name
         sizes = _SizeCheck(archive, info)
         for member in tf:  # header by header: a bomb's first header refuses it before its content is inflated
             if _unsafe_member(member.name):
@@ -761,8 +762,17 @@ def _unpack_tar(archive: Path, into: Path, info: DatasetInfo) -> None:
                         f"{info.name}: {archive.name} holds a link {member.name!r} -> {member.linkname!r} "
                         f"pointing outside the archive"
                     )
+                # tarfile extracts a hard link to a missing file by extracting its target member again: a
+                # skipped device came back as a device node, and a missing one was a KeyError
+                if member.islnk() and os.path.normpath(member.linkname) not in files:
+                    raise _BadArchive(
+                        f"{info.name}: {archive.name} holds a hard link {member.name!r} -> {member.linkname!r} "
+                        "to no regular file before it in the archive: refusing to unpack it"
+                    )
             elif not (member.isfile() or member.isdir()):
                 continue  # devices and fifos have no place in a data set
+            if member.isfile() or member.islnk():
+                files.add(os.path.normpath(member.name))
             members.append(member)
         if hasattr(tarfile, "data_filter"):
             try:
