@@ -63,10 +63,12 @@ def test_models_lists_registry():
     for name in ("han", "han-ave", "han-max", "hpan", "hsan"):
         assert name in res.stdout
     # each model's default truncation is shown: self-attention never reads more than 1000 positions
-    assert "reads by default" in res.stdout and "all of it" in CliRunner().invoke(app, ["models", "han"]).stdout
-    assert _default_reach(get_spec("hcan").training) == "1,000 words per sentence"
-    assert _default_reach(get_spec("can-two-target").training) == "1,000 tokens"
-    assert _default_reach({"max_sentences": 15, "max_words": 20}) == "15 sentences, 20 words per sentence"
+    # (and every hierarchical model's padded block is bounded: at most 1,000 sentences of 1,000 words)
+    assert "reads by default" in res.stdout and "all of it" in CliRunner().invoke(app, ["models", "fasttext"]).stdout
+    assert _default_reach(get_spec("han").training, "hierarchical") == "1,000 sentences, 1,000 words per sentence"
+    assert _default_reach(get_spec("hcan").training, "hierarchical") == "1,000 sentences, 1,000 words per sentence"
+    assert _default_reach(get_spec("can-two-target").training, "flat") == "1,000 tokens"
+    assert _default_reach({"max_sentences": 15, "max_words": 20}, "hierarchical") == "15 sentences, 20 words per sentence"
     res = CliRunner().invoke(app, ["models", "nosuch"])
     assert res.exit_code != 0 and "no registered model matches 'nosuch'" in str(res.exception)
 

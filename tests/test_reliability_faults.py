@@ -136,9 +136,6 @@ def test_a_training_killed_after_its_first_epoch_resumes_to_the_same_results(res
         assert sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a), name
 
 
-@pytest.mark.xfail(strict=True, reason="engine.MetricsLog keeps the loss of the steps trained since the last validation "
-                   "(_loss_sum, _loss_docs) outside the checkpoint: a resume loses the steps after an epoch's last "
-                   "validation, and the next row's train_loss averages fewer steps (issue 33)")
 def test_the_first_row_after_a_resume_reports_the_same_training_loss(resumed):
     straight, again = _metrics(resumed["straight"]), _metrics(resumed["resumed"])
     first = next(i for i, r in enumerate(straight) if int(r["step"]) > resumed["step"])
@@ -387,9 +384,6 @@ def test_predict_raises_only_docattn_errors_on_arbitrary_text(naive_bayes, texts
     assert len(predicted) == len(texts) and set(predicted) <= set(naive_bayes.classes_)
 
 
-@pytest.mark.xfail(strict=True, reason="tokenizers' Onig regex (text.HAN_WORD_PATTERN) gives up on a word of 9,999,997 "
-                   "characters or more with a pyo3 PanicException, a BaseException; predict does not cut documents as "
-                   "the readers do (issue 33)")
 def test_predict_on_a_ten_million_character_word_is_a_docattn_error(naive_bayes):
     try:
         naive_bayes.predict(["a" * 10_000_000])
@@ -397,8 +391,6 @@ def test_predict_on_a_ten_million_character_word_is_a_docattn_error(naive_bayes)
         pass
 
 
-@pytest.mark.xfail(strict=True, reason="a lone surrogate reaches blingfire's sentence splitter (text._blingfire), whose "
-                   "UTF-8 encoding raises UnicodeEncodeError (issue 33)")
 def test_predict_on_a_lone_surrogate_is_a_docattn_error(naive_bayes):
     try:
         naive_bayes.predict(["fine \ud800 text"])
@@ -533,9 +525,6 @@ def test_a_million_word_document_is_predicted_under_2_gb(resumed, tmp_path, limi
     assert peak < 2048, peak
 
 
-@pytest.mark.xfail(strict=True, reason="batching._pad_rows pads every sentence of a document to its longest: 58,197 "
-                   "short sentences beside one of 120,000 words (960 kB of text, under the reader limit) ask for a "
-                   "(58197, 120001) mask, 6.5 GiB, and as many token ids (issue 33)")
 def test_a_document_of_many_short_sentences_and_one_long_one_is_predicted_under_2_gb(resumed, tmp_path):
     words = _words(resumed["straight"], longest=5)
     short = " ".join(f"{words[i % len(words)].capitalize()}." for i in range(60_000))

@@ -138,7 +138,7 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
     for name in names:
         spec = get_spec(name)
         cpu = ", ".join(f"{k} {v}" for k, v in spec.cpu.items() if k in _SIZES)
-        table.add_row(name, spec.layout, _default_reach(spec.training),
+        table.add_row(name, spec.layout, _default_reach(spec.training, spec.layout),
                       spec.description + (f"; on a CPU (recipe auto) trained at {cpu}" if cpu else ""))
     Console().print(table)
 
@@ -146,10 +146,15 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
 _SIZES = ("d_model", "heads", "embedding_dim", "dropout", "embedding_dropout")  # what a CPU default shrinks
 
 
-def _default_reach(training: dict) -> str:
-    """What of a document a model reads unless told otherwise: its registered truncation."""
-    cuts = [f"{training[key]:,} {what}" for key, what in (("max_sentences", "sentences"),
-            ("max_words", "words per sentence"), ("max_tokens", "tokens")) if training.get(key)]
+def _default_reach(training: dict, layout: str) -> str:
+    """What of a document a model reads unless told otherwise: its registered truncation, else the data defaults."""
+    from docattn.data.prepare import DataSettings
+
+    base = DataSettings()
+    keys = {"hierarchical": ("max_sentences", "max_words"), "flat": ("max_tokens",)}.get(layout, ())
+    limits = {key: training.get(key, getattr(base, key)) for key in keys}
+    cuts = [f"{limits[key]:,} {what}" for key, what in (("max_sentences", "sentences"),
+            ("max_words", "words per sentence"), ("max_tokens", "tokens")) if limits.get(key)]
     return ", ".join(cuts) or "all of it"
 
 

@@ -85,6 +85,7 @@ def to_corpus(texts, labels=None, source: str = "input") -> Corpus:
                             f"{next(i for i, t in enumerate(texts) if isinstance(t, str))} a string; give every "
                             "document as a string, or every one as a list of sentences")
         raise DataError(f"{source}: document {bad} is {type(texts[bad]).__name__}, expected str or a list of sentences")
+    texts, sentences, stats = _bounded(texts, sentences)
     if labels is not None:
         labels = list(labels)
         if len(labels) != len(texts):
@@ -93,7 +94,38 @@ def to_corpus(texts, labels=None, source: str = "input") -> Corpus:
         if missing:
             raise DataError(f"{source}: document {missing[0]} has no label")
         labels = [y.item() if isinstance(y, np.generic) else y for y in labels]
-    return Corpus(texts=texts, labels=labels, sentences=sentences, source=source)
+    return Corpus(texts=texts, labels=labels, sentences=sentences, source=source, stats=stats)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _bounded(texts: list[str], sentences: list[list[str]] | None) -> tuple[list[str], list[list[str]] | None, dict]:
+    """What the Python API gets, as the readers give it: documents cut at $DOCATTN_MAX_DOCUMENT_CHARS (counted),
+    and a lone surrogate (text that is no valid Unicode) as U+FFFD, which the sentence splitter can encode."""
+    from docattn.data.readers import MAX_DOCUMENT_CHARS, setting
+
+    limit = setting("DOCATTN_MAX_DOCUMENT_CHARS", MAX_DOCUMENT_CHARS)
+    cut = [i for i, t in enumerate(texts) if len(t) > limit]
+    odd = [i for i, t in enumerate(texts) if _SURROGATE.search(t)]
+    if not cut and not odd:
+        return texts, sentences, {}
+    texts = list(texts)
+    for i in odd:
+        texts[i] = _SURROGATE.sub("\ufffd", texts[i])
+        if sentences is not None:
+            sentences[i] = [_SURROGATE.sub("\ufffd", x) for x in sentences[i]]
+    for i in cut:
+        texts[i] = texts[i][:limit]
+        if sentences is not None:  # the sentences that fit, the last one cut
+            kept, used = [], 0
+            for x in sentences[i]:
+                if used >= limit:
+                    break
+                kept.append(x[: limit - used])
+                used += len(x) + 1
+            sentences[i] = kept
+    return texts, sentences, ({"cut_documents": len(cut), "first_cut_document": f"document {cut[0]}"} if cut else {})
 
 
 def _is_missing(label) -> bool:

@@ -41,8 +41,10 @@ class DataSettings:
     # ... or fold cv_fold of a stratified cv_folds-fold split (benchmark --cv runs every fold)
     cv_folds: int | None = None
     cv_fold: int = 0
-    max_sentences: int | None = None  # hierarchical truncation (None: keep all)
-    max_words: int | None = None  # words per sentence
+    # hierarchical truncation (0 or None: keep all): one document's padded (sentences x words) block, and so one
+    # batch's memory, stays bounded; a document of 58,000 one-word sentences and one of 120,000 words asked 6.5 GiB
+    max_sentences: int | None = 1000
+    max_words: int | None = 1000  # words per sentence
     max_tokens: int | None = None  # flat models
 
     def __post_init__(self):

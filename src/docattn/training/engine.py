@@ -432,6 +432,13 @@ class MetricsLog(Callback):
         self._loss_sum, self._loss_docs = 0.0, 0  # training loss since the last validation
         self._lr = float("nan")
 
+    def state_dict(self) -> dict:
+        """The loss of the steps trained since the last validation: a resume's next row averages them too."""
+        return {"loss_sum": float(self._loss_sum), "loss_docs": self._loss_docs}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._loss_sum, self._loss_docs = float(state.get("loss_sum", 0.0)), int(state.get("loss_docs", 0))
+
     def on_train_start(self, trainer, pl_module):
         # a new run starts a new file; a resumed one drops the rows logged after its checkpoint
         # (the validations of the epoch the interruption cut short) and continues the rest
