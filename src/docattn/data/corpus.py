@@ -103,9 +103,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _bounded(texts: list[str], sentences: list[list[str]] | None) -> tuple[list[str], list[list[str]] | None, dict]:
     """What the Python API gets, as the readers give it: documents cut at $DOCATTN_MAX_DOCUMENT_CHARS (counted),
     and a lone surrogate (text that is no valid Unicode) as U+FFFD, which the sentence splitter can encode."""
-    from docattn.data.readers import MAX_DOCUMENT_CHARS, setting
+    from docattn.data.limits import max_document_chars
 
-    limit = setting("DOCATTN_MAX_DOCUMENT_CHARS", MAX_DOCUMENT_CHARS)
+    limit = max_document_chars()
     cut = [i for i, t in enumerate(texts) if len(t) > limit]
     odd = [i for i, t in enumerate(texts) if _SURROGATE.search(t)]
     if not cut and not odd:

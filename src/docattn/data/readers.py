@@ -48,6 +48,8 @@ from pathlib import Path
 from typing import IO, Any, Callable, ContextManager, Hashable, Iterable, Iterator
 
 from docattn.data.corpus import Corpus
+from docattn.data.limits import MAX_COMPRESSION_RATIO, MAX_DOCUMENT_CHARS, MAX_MEMBER_BYTES, RATIO_FLOOR, max_document_chars, setting  # noqa: F401
+# MAX_DOCUMENT_CHARS stays readable as readers.MAX_DOCUMENT_CHARS, where the limits were first defined
 from docattn.errors import ConfigError, DataError
 
 __all__ = ["FORMATS", "STDIN", "detect_format", "read_corpus", "read_splits", "read_texts"]
@@ -75,10 +77,6 @@ _FASTTEXT_LABELS = re.compile(r"\s*((?:__label__\S*(?:\s+|$))+)")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _SAMPLE_ROWS = 200  # rows looked at to sniff a CSV header
 
-MAX_DOCUMENT_CHARS = 1_000_000  # $DOCATTN_MAX_DOCUMENT_CHARS: the longest document kept whole
-MAX_MEMBER_BYTES = 256 << 20  # $DOCATTN_MAX_MEMBER_BYTES: the largest archive member read into memory
-MAX_COMPRESSION_RATIO = 100  # $DOCATTN_MAX_COMPRESSION_RATIO: unpacked : compressed bytes
-RATIO_FLOOR = 8 << 20  # smaller members may compress well (a file of blanks) without being a bomb
 _BLOCK = 1 << 20  # bytes read at a time past a line's limit
 
 
@@ -149,22 +147,8 @@ def detect_format(path: str | os.PathLike) -> str:
     return _detect_file(source)
 
 
-def setting(variable: str, default: int) -> int:
-    """A limit: ``$variable`` when set (a positive whole number, "_" allowed: 2_000_000), else ``default``."""
-    value = os.environ.get(variable, "").strip()
-    if not value:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number <= 0:
-        raise ConfigError(f"${variable} must be a positive whole number, not {value!r} (unset, it is {default:,})")
-    return number
-
-
 def _max_chars() -> int:
-    return setting("DOCATTN_MAX_DOCUMENT_CHARS", MAX_DOCUMENT_CHARS)
+    return max_document_chars()
 
 
 def _line_limit() -> int:

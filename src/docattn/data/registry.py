@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from docattn.data.readers import MAX_COMPRESSION_RATIO, RATIO_FLOOR, check_ratio, setting
+from docattn.data.limits import MAX_COMPRESSION_RATIO, RATIO_FLOOR, setting
+from docattn.data.readers import check_ratio
 from docattn.errors import DataError
 
 LAYOUTS = ("zhang", "folder", "tang")  # the reader formats in docattn.data
