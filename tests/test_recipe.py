@@ -259,3 +259,17 @@ def test_benchmark_cross_validates_and_accepts_data_without_a_test_split(tmp_pat
                                    "--out", str(tmp_path / "split"), "--set", "min_count=2"])
     assert res.exit_code == 0, res.output
     assert "no test split: 20% of it" in res.output
+
+
+def test_documents_read_only_in_part_are_counted_per_split():
+    from docattn.data.corpus import to_corpus
+
+    long = " . ".join(["a few words here"] * 30) + " ."  # 30 sentences
+    texts = [long if i % 10 == 0 else "short text here ." for i in range(60)]
+    data = prepare(to_corpus(texts, ["x", "y"] * 30), None, None, DataSettings(min_count=1))
+    clf = DocumentClassifier("han", embeddings="random", max_epochs=1, max_sentences=5, guardrail=False, **TINY).fit_prepared(data)
+    truncated = clf.results["truncated"]
+    assert truncated["limits"]["max_sentences"] == 5
+    assert truncated["train"] + truncated["valid"] == 6
+    plain = DocumentClassifier("han", embeddings="random", max_epochs=1, guardrail=False, **TINY).fit_prepared(data)
+    assert "truncated" not in plain.results  # 1,000 x 1,000 by default: nothing here is cut

@@ -262,6 +262,12 @@ def _train_into(console, clf, out: Path, train, valid, test, fmt, text_col, labe
     if not clf.results.get("is_global_zero", True):
         return
     _print_recipe(console, clf.results)
+    truncated = clf.results.get("truncated")
+    if truncated:
+        limits = ", ".join(f"{k} {v:,}" for k, v in truncated["limits"].items())
+        counts = ", ".join(f"{k} {truncated[k]:,}" for k in ("train", "valid", "test") if truncated.get(k))
+        console.print(f"documents read only in part ({limits}): {counts}; --set max_sentences=0 (or the limit named) reads "
+                      "them whole, at the cost of memory")
     coverage = clf.results.get("coverage")
     if coverage:  # vectors from a file: how much of the vocabulary they cover (cased vectors, lowercased text...)
         console.print(f"embeddings: {coverage['words']:,} words of the vocabulary found in {clf.train_config.embeddings} "

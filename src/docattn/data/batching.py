@@ -176,3 +176,19 @@ def bucket_keys(corpus: EncodedCorpus, layout: str) -> np.ndarray:
     if layout == "hierarchical":
         return np.stack([corpus.sentence_counts, corpus.max_sentence_lengths], axis=1)
     return corpus.token_counts[:, None]
+
+
+def truncated_documents(corpus: EncodedCorpus, layout: str, limits: dict) -> int:
+    """How many documents a model reads only in part under ``limits`` (max_sentences / max_words, or max_tokens)."""
+    if len(corpus) == 0:
+        return 0
+    if layout == "hierarchical":
+        over = np.zeros(len(corpus), dtype=bool)
+        if limits.get("max_sentences"):
+            over |= corpus.sentence_counts > limits["max_sentences"]
+        if limits.get("max_words"):
+            over |= corpus.max_sentence_lengths > limits["max_words"]
+        return int(over.sum())
+    if layout == "flat" and limits.get("max_tokens"):
+        return int((corpus.token_counts > limits["max_tokens"]).sum())
+    return 0

@@ -118,6 +118,11 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
     clf.train_config = cfg  # the numbers this run trains with: config.json records them, --resume repeats them
     model = clf.model
     results: dict = {"data": data.info, "recipe": _recipe_record(cfg, weights, clf.labels.classes)}
+    from docattn.data.batching import truncated_documents
+
+    truncated = {name: truncated_documents(enc, model.layout, clf.limits) for name, enc in data.splits.items()}
+    if any(truncated.values()):  # read only in part: said, never silent
+        results["truncated"] = {"limits": {k: v for k, v in clf.limits.items() if v}, **truncated}
     if isinstance(model, OneShotModel):  # non-neural baselines train in one call
         t0 = time.perf_counter()
         model.fit_encoded(train, data.vocab, seed=cfg.seed, class_weights=_one_shot_weights(model, clf._requested, weights))
