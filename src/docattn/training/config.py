@@ -116,7 +116,9 @@ class TrainConfig:
             raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.loader_workers < 0:
             raise ConfigError(f"loader_workers must be >= 0, got {self.loader_workers}")
-        for name in ("batch_size", "max_epochs", "min_steps", "min_epochs", "epoch_limit", "word2vec_tokens"):
+        if self.min_steps < 0:
+            raise ConfigError(f"min_steps must be >= 0, got {self.min_steps}")
+        for name in ("batch_size", "max_epochs", "min_epochs", "epoch_limit", "word2vec_tokens"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0 <= self.seed <= MAX_SEED:

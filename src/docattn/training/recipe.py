@@ -94,6 +94,8 @@ def resolve(cfg: TrainConfig, n_documents: int, n_tokens: int, labels: np.ndarra
     weight_option = cfg.class_weight
     if weight_option == "auto":
         weight_option = "balanced" if weights is not None else None
+    # the epochs given: that length is the plan, and early stopping (--patience) may end it at any step
+    min_steps = cfg.min_steps if cfg.max_epochs is None else 0
     resolved = replace(cfg, max_epochs=epochs, patience=patience, monitor=monitor, class_weight=weight_option,
-                       word2vec_epochs=word2vec_passes(cfg, n_tokens))
+                       word2vec_epochs=word2vec_passes(cfg, n_tokens), min_steps=min_steps)
     return resolved, weights
