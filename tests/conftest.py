@@ -45,3 +45,14 @@ def train_briefly(model, train, test, steps: int, optimizer, batch_size: int = 3
             return float((model(batch).logits.argmax(1) == batch.labels).float().mean())
     finally:
         torch.set_num_threads(threads)
+
+
+def without_the_fast_tar_reader(monkeypatch) -> None:
+    """Make the readers fall back to Python's tarfile, as they do for a tar their own parser does not take."""
+    from docattn.data import readers
+
+    def not_plain(_path):
+        raise readers._NotPlainTar
+        yield
+
+    monkeypatch.setattr(readers, "_plain_tar_members", not_plain)

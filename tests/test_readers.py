@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from docattn.data import readers
 from docattn.data.readers import detect_format, read_corpus, read_splits, read_texts
 from docattn.errors import ConfigError, DataError
+from conftest import without_the_fast_tar_reader
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -355,11 +356,7 @@ def test_fast_tar_reader_matches_tarfile(tmp_path, monkeypatch, mode, kwargs):
                      .replace(".xz", ".tar.xz"), files, mode, **kwargs)
     fast = readers._archive_tree(path)
 
-    def not_plain(_path):
-        raise readers._NotPlainTar
-        yield
-
-    monkeypatch.setattr(readers, "_plain_tar_members", not_plain)
+    without_the_fast_tar_reader(monkeypatch)
     slow = readers._archive_tree(path)
     assert fast.paths == slow.paths == sorted(files) and fast.data == slow.data
 
@@ -409,11 +406,7 @@ def test_archive_links_read_as_their_targets(tmp_path, monkeypatch, fast):
         "pos/3.txt": (tarfile.SYMTYPE, "/etc/passwd"),  # outside: skipped, counted
     })
     if not fast:
-        def not_plain(_path):
-            raise readers._NotPlainTar
-            yield
-
-        monkeypatch.setattr(readers, "_plain_tar_members", not_plain)
+        without_the_fast_tar_reader(monkeypatch)
     tree = readers._archive_tree(path)
     assert tree.data["neg/2.txt"] == b"awful" and tree.data["pos/1.txt"] == b"superb"
     assert tree.data["more/3.txt"] == b"fine" and tree.skipped_links == ["pos/3.txt -> (outside the archive)"]

@@ -30,6 +30,7 @@ from safetensors.numpy import load_file
 from docattn.data import readers, registry, synthetic
 from docattn.data.readers import read_corpus, read_splits, read_texts
 from docattn.errors import DataError, DocattnError
+from conftest import without_the_fast_tar_reader
 
 DOCATTN = [sys.executable, "-m", "docattn"]
 TINY = ["--set", "embeddings=random", "--set", "embedding_dim=16", "--set", "hidden_size=8", "--set", "context_dim=8",
@@ -57,14 +58,6 @@ def _tar(path: Path, members: dict[str, str | tuple], mode: str = "w:gz") -> Pat
                 info.size = len(data)
                 archive.addfile(info, io.BytesIO(data))
     return path
-
-
-def _without_the_fast_tar_reader(monkeypatch) -> None:
-    def not_plain(_path):
-        raise readers._NotPlainTar
-        yield
-
-    monkeypatch.setattr(readers, "_plain_tar_members", not_plain)
 
 
 # --------------------------------------------------------------------------- 1. kill -9 during training, then --resume
@@ -280,7 +273,7 @@ def test_archives_of_arbitrary_members_raise_only_docattn_errors(scratch, member
             return
     with pytest.MonkeyPatch.context() as monkeypatch:
         if not fast:
-            _without_the_fast_tar_reader(monkeypatch)
+            without_the_fast_tar_reader(monkeypatch)
         _read_or_refuse(_READS[read], path)
 
 
@@ -421,7 +414,7 @@ def test_hostile_members_are_read_from_the_archive_only_or_skipped_and_counted(t
     }
     path = _tar(tmp_path / "hostile.tar.gz", {**_BBC, **hostile})
     if not fast:
-        _without_the_fast_tar_reader(monkeypatch)
+        without_the_fast_tar_reader(monkeypatch)
     assert readers._archive_tree(path).skipped_links == [
         "bbc/a -> bbc/b", "bbc/b -> bbc/a", "bbc/sport/loop1.txt -> bbc/sport/loop2.txt",
         "bbc/sport/loop2.txt -> bbc/sport/loop1.txt", "bbc/tech/abs.txt -> etc/passwd",

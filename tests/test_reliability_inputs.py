@@ -16,6 +16,7 @@ import torch
 from docattn.data import readers
 from docattn.data.readers import detect_format, read_corpus, read_splits, read_texts
 from docattn.errors import CheckpointError, DataError
+from conftest import without_the_fast_tar_reader
 
 
 def _write(path: Path, text: str) -> Path:
@@ -129,11 +130,7 @@ def test_archive_links_to_their_own_folder_or_an_ancestor_are_skipped(tmp_path, 
                                           "bbc/alias": (tarfile.SYMTYPE, "sport"),  # a plain folder link: still read
                                           "bbc/sport/round": (tarfile.SYMTYPE, "../alias")})  # its own folder, via a link
     if not fast:
-        def not_plain(_path):
-            raise readers._NotPlainTar
-            yield
-
-        monkeypatch.setattr(readers, "_plain_tar_members", not_plain)
+        without_the_fast_tar_reader(monkeypatch)
     tree = readers._archive_tree(path)
     assert tree.skipped_links == ["bbc/business/top -> bbc (a folder the link is in)",
                                   "bbc/loopdir -> bbc (a folder the link is in)",

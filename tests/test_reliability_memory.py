@@ -22,6 +22,7 @@ import pytest
 from docattn.data import readers, registry
 from docattn.data.readers import read_corpus, read_splits
 from docattn.errors import ConfigError, DataError
+from conftest import without_the_fast_tar_reader
 
 MIB = 1 << 20
 BOMB_BYTES = 3 << 30  # 3 GiB of zeros, about 3 MB compressed
@@ -286,11 +287,7 @@ def test_a_member_over_the_size_limit_is_refused_unread(tmp_path, monkeypatch, r
     else:
         path = _small_tar(tmp_path / "a.tar", members)
     if reader == "tarfile":
-        def not_plain(_path):
-            raise readers._NotPlainTar
-            yield
-
-        monkeypatch.setattr(readers, "_plain_tar_members", not_plain)
+        without_the_fast_tar_reader(monkeypatch)
     with pytest.raises(DataError, match=r"a\.(tar|zip): member 'pos/1.txt' is 2,000 bytes, over the 1,000-byte limit "
                                         r".*raise DOCATTN_MAX_MEMBER_BYTES"):
         read_splits(path)
