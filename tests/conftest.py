@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,29 @@ def without_the_fast_tar_reader(monkeypatch) -> None:
         yield
 
     monkeypatch.setattr(readers, "_plain_tar_members", not_plain)
+
+
+@contextmanager
+def fifo_writer(*fifos, every: float = 0.1):
+    """While the block runs, a thread keeps opening each FIFO for writing: a reader that (wrongly) opens one
+    then gets its end of file instead of waiting for ever, so a regression fails rather than hangs."""
+    import os
+    import threading
+
+    done = threading.Event()
+
+    def writer():
+        while not done.wait(every):
+            for fifo in fifos:
+                try:
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # ENXIO until a reader waits
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

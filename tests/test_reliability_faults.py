@@ -16,7 +16,6 @@ import stat
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 import zipfile
 from pathlib import Path
@@ -30,7 +29,7 @@ from safetensors.numpy import load_file
 from docattn.data import readers, registry, synthetic
 from docattn.data.readers import read_corpus, read_splits, read_texts
 from docattn.errors import DataError, DocattnError
-from conftest import without_the_fast_tar_reader
+from conftest import fifo_writer, without_the_fast_tar_reader
 
 DOCATTN = [sys.executable, "-m", "docattn"]
 TINY = ["--set", "embeddings=random", "--set", "embedding_dim=16", "--set", "hidden_size=8", "--set", "context_dim=8",
@@ -329,26 +328,11 @@ def test_a_named_pipe_or_a_device_in_a_data_folder_is_refused_unopened(tmp_path)
     (tmp_path / "z").mkdir()
     (tmp_path / "z" / "classes.txt").write_text("negative\npositive\n")
     os.mkfifo(tmp_path / "z" / "train.csv")
-    done = threading.Event()
-
-    def writer():
-        while not done.wait(2):
-            for fifo in (folder / "pos" / "2.txt", tmp_path / "z" / "train.csv"):
-                try:
-                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # fails until a reader waits
-                except OSError:
-                    pass
-
-    thread = threading.Thread(target=writer, daemon=True)
-    thread.start()
-    try:
+    with fifo_writer(folder / "pos" / "2.txt", tmp_path / "z" / "train.csv", every=2):
         with pytest.raises(DataError, match=r"pos/2\.txt: not a regular file \(a named pipe\); take it out of the data folder"):
             read_corpus(folder)
         with pytest.raises(DataError, match=r"z/train\.csv: not a regular file \(a named pipe\)"):
             read_splits(tmp_path / "z")
-    finally:
-        done.set()
-        thread.join()
     os.unlink(folder / "pos" / "2.txt")
     (folder / "neg" / "2.txt").symlink_to("/dev/zero")
     with pytest.raises(DataError, match=r"neg/2\.txt: not a regular file \(a character device\)"):

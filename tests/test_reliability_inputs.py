@@ -16,7 +16,7 @@ import torch
 from docattn.data import readers
 from docattn.data.readers import detect_format, read_corpus, read_splits, read_texts
 from docattn.errors import CheckpointError, DataError
-from conftest import without_the_fast_tar_reader
+from conftest import fifo_writer, without_the_fast_tar_reader
 
 
 def _write(path: Path, text: str) -> Path:
@@ -199,29 +199,11 @@ def test_dev_null_is_named_a_character_device(tmp_path):
 
 
 def test_a_named_pipe_is_refused_without_blocking(tmp_path):
-    import errno
-    import threading
-
     fifo = tmp_path / "in.txt"
     os.mkfifo(fifo)  # opening it to read waits for a writer: one comes after a while, so a failure is no hang
-    done = threading.Event()
-
-    def writer():
-        while not done.wait(0.1):
-            try:
-                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # ENXIO until a reader waits
-            except OSError as error:
-                if error.errno != errno.ENXIO:
-                    raise
-
-    thread = threading.Thread(target=writer, daemon=True)
-    thread.start()
-    try:
+    with fifo_writer(fifo):
         with pytest.raises(DataError, match=r"in\.txt: not a regular file or folder \(a named pipe\)"):
             read_corpus(fifo)
-    finally:
-        done.set()
-        thread.join()
 
 
 # --------------------------------------------------------------------------- 5. NaN and Infinity labels in JSON Lines
