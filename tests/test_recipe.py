@@ -187,6 +187,9 @@ def test_the_guardrail_fits_the_baseline_and_warns_when_the_model_is_behind(tmp_
     assert (tmp_path / "run" / "baseline" / "model.safetensors").exists()
     off = DocumentClassifier("han", embeddings="random", max_epochs=1, guardrail=False, **TINY).fit_prepared(data)
     assert "baseline" not in off.results
+    corpus = _keyword_corpus(300)
+    with pytest.warns(UserWarning, match="under the tf-idf baseline"):  # the Python API is told too
+        DocumentClassifier("han", embeddings="random", max_epochs=1, lr=1e-6, **TINY).fit(corpus.texts, corpus.labels)
 
 
 def test_train_prints_both_scores_and_the_warning(tmp_path):

@@ -85,7 +85,7 @@ class DocumentClassifier:
                                                     **options})
         # a variant's registered defaults may set training options and data options alike
         paper_train = {k: v for k, v in {**spec.training, **cpu}.items() if k in TrainConfig.field_names()}
-        if train_opts.get("recipe", "auto") == "auto" and "max_epochs" in paper_train:
+        if recipe == "auto" and "max_epochs" in paper_train:
             # the registered length becomes the shortest run; training/recipe.py sizes the rest to the data
             paper_train["min_epochs"] = paper_train.pop("max_epochs")
         paper_data = {k: v for k, v in spec.training.items() if k in _DATA_FIELDS}
@@ -129,7 +129,16 @@ class DocumentClassifier:
         """Train on ``texts``/``labels``; ``validation=(texts, labels)``, else a stratified split of train."""
         train = _no_empty_documents(to_corpus(texts, labels, "training data"))
         valid = _no_empty_documents(to_corpus(*validation, source="validation data")) if validation is not None else None
-        return self.fit_prepared(prepare(train, valid, None, self.data_settings), run_dir)
+        self.fit_prepared(prepare(train, valid, None, self.data_settings), run_dir)
+        verdict = self.results.get("guardrail")
+        if verdict and verdict["behind"]:  # the CLI prints the same beside both scores
+            import warnings
+
+            from docattn.training.trainer import GUARDRAIL_ADVICE
+
+            warnings.warn(f"validation accuracy {verdict['model']['accuracy']:.4f} against the tf-idf baseline's "
+                          f"{verdict['baseline']['accuracy']:.4f}: {GUARDRAIL_ADVICE}", UserWarning, stacklevel=2)
+        return self
 
     def fit_prepared(self, data: PreparedData, run_dir=None, resume: bool = False) -> "DocumentClassifier":
         """Train on already encoded splits (what ``docattn train`` does after its cached preparation)."""

@@ -150,7 +150,7 @@ class BagModel(nn.Module):
 
     Subclasses implement the "bag" hooks the trainer and run directory use: ``fit_encoded``,
     ``predict_proba_encoded``, ``save_artifacts``, ``load_artifacts``. It is an ``nn.Module``
-    only so that code written for neural models (``eval()``, ``next(model.parameters())``,
+    only so that code written for neural models (eval mode, ``next(model.parameters())``,
     ``model(batch)`` in explanations) keeps working; it has no trainable parameters.
     """
 

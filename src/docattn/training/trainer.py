@@ -164,8 +164,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         )
         results["is_global_zero"] = res.is_global_zero
         results["device"] = res.device  # where it trained, e.g. "cuda:0"
-    has_test = "test" in data.splits and (data.splits["test"].labels >= 0).all()
-    if has_test:
+    if "test" in data.splits and (data.splits["test"].labels >= 0).all():
         if str(results.get("device", "cpu")).startswith("cuda"):
             model.to(results["device"])  # Lightning hands the model back on the CPU: test where it trained
         results["test"] = _brief(evaluate_encoded(clf, data.splits["test"]))  # on the training device
