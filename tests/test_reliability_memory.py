@@ -349,3 +349,36 @@ def test_registered_data_sets_fit_the_default_caps():
     """Amazon Review Polarity, the largest set registered, unpacks 688 MB into 1.8 GB, its train.csv 1.6 GB."""
     assert registry.MAX_UNPACK_MEMBER_BYTES > 1_700_000_000 and registry.MAX_UNPACK_BYTES > 2_000_000_000
     assert readers.MAX_COMPRESSION_RATIO > 10 * 2.6
+
+
+# --------------------------------------------------------------------------- 4. training reads a batch budget
+_TRAIN_IN_CHILD = """
+import json, random, sys
+from docattn import DocumentClassifier
+rng = random.Random(0)
+letters = [chr(97 + i) for i in range(26)]
+def document(sentences, words):
+    return " ".join(" ".join(rng.choice(letters) for _ in range(words)).capitalize() + "." for _ in range(sentences))
+texts = [document(5, 12) for _ in range(120)] + [document(500, 1000) for _ in range(2)]  # 2 x 1M characters
+clf = DocumentClassifier(sys.argv[1], max_epochs=1, embeddings="random", guardrail=False, progress=False)
+clf.fit(texts, [i % 2 for i in range(len(texts))])
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"peak_mib": int(hwm.split()[1]) / 1024}))
+"""
+
+
+@pytest.mark.parametrize("model", ["han", "hcan"])
+def test_training_on_million_character_documents_stays_under_2_gb(model):
+    """The audit's 1,000,000-word document took HAN past 12 GB in training: a batch of the longest documents
+    padded to 1,000 words a sentence. Two documents of 500,000 one-letter words now train within the batch
+    budgets (words for every model, word pairs for the self-attention ones). The child's address space is capped
+    at twice the bound, so a regression fails here instead of exhausting the machine."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DOCATTN_MAX_")}
+    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    cap = 2 * ADDRESS_SPACE
+    done = subprocess.run([sys.executable, "-c", _TRAIN_IN_CHILD, model], capture_output=True, text=True, env=env,
+                          timeout=300, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    peak = json.loads(done.stdout.splitlines()[-1])["peak_mib"]
+    print(f"{model}: peak {peak:.0f} MiB")
+    assert peak < 2048, peak

@@ -59,7 +59,7 @@ class DocumentClassifier:
 
     Keyword arguments are routed by name: training options (``max_epochs``, ``batch_size``,
     ``lr``, ``optimizer``, ``seed``, ``accelerator``, ...), data options (``min_count``,
-    ``valid_fraction``, ``max_sentences``, ``max_words``, ``max_tokens``, ``lowercase``,
+    ``valid_fraction``, ``max_sentences``, ``max_words``, ``max_tokens``, ``max_batch_words``, ``lowercase``,
     ``hcan_clean``), and the rest are the model's hyper-parameters (any other name is a
     ``ConfigError`` here, with the closest valid name). Unset training options take
     the paper's values for the model (e.g. HPAN: Adam, lr 1e-3, batch 64).
@@ -184,7 +184,8 @@ class DocumentClassifier:
     @property
     def limits(self) -> dict:
         s = self.data_settings
-        return {"max_sentences": s.max_sentences, "max_words": s.max_words, "max_tokens": s.max_tokens}
+        return {"max_sentences": s.max_sentences, "max_words": s.max_words, "max_tokens": s.max_tokens,
+                "max_batch_words": s.max_batch_words, "max_batch_pairs": s.max_batch_pairs}
 
     # ------------------------------------------------------------------ inference
     def encode(self, texts, labels=None) -> EncodedCorpus:

@@ -4,6 +4,10 @@ Two layouts. Hierarchical: every sentence of the batch is one row of ``words``
 ``(n_sentences, max_words)``; ``sentence_index`` ``(batch, max_sentences)`` says which rows make
 each document, so a word encoder runs once over all sentences and a sentence encoder once over
 all documents. Flat: ``tokens`` ``(batch, max_tokens)``. Padding is id 0 and masked.
+
+``max_batch_words`` bounds the words a batch reads, and ``max_batch_pairs`` the word pairs a self-attention
+model compares in it, and so its memory: a batch of long documents is cut into smaller ones, and one
+document past a budget is read up to it.
 """
 
 from __future__ import annotations
@@ -70,21 +74,57 @@ def _pad_rows(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tu
     return np.where(mask, tokens[pos], 0), mask
 
 
+def _word_cap(max_words: int | None, max_batch_words: int | None, max_batch_pairs: int | None) -> int | None:
+    """The most words of one sentence (or flat document) that are read: no sequence may pass a budget alone."""
+    caps = [x for x in (max_words, max_batch_words, max_batch_pairs and math.isqrt(max_batch_pairs)) if x]
+    return min(caps) if caps else None
+
+
+def read_sizes(corpus: EncodedCorpus, limits: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per document: the sentences it is read to, its longest sentence read, and its cost (n, 2): the words read
+    and the word pairs a self-attention over them compares (each sentence's words, then the document's
+    sentences). A document past ``max_batch_words`` or ``max_batch_pairs`` keeps the first sentences that fit."""
+    cap = _word_cap(limits.get("max_words"), limits.get("max_batch_words"), limits.get("max_batch_pairs"))
+    lengths = corpus.sentence_lengths if cap is None else np.minimum(corpus.sentence_lengths, cap)
+    sent_doc = np.repeat(np.arange(len(corpus)), corpus.sentence_counts)
+    rank = np.arange(len(sent_doc)) - corpus.document_offsets[sent_doc]
+    keep = rank < limits["max_sentences"] if limits.get("max_sentences") else np.ones(len(sent_doc), dtype=bool)
+    for budget, cost in ((limits.get("max_batch_words"), lengths), (limits.get("max_batch_pairs"), lengths**2 + 2 * rank + 1)):
+        if budget:  # cost + 2 rank + 1: the sentence-level pairs grow from rank^2 to (rank + 1)^2
+            kept = np.where(keep, cost, 0)
+            before = np.cumsum(kept) - kept  # cost of the corpus before each sentence
+            within = before - before[corpus.document_offsets[:-1]][sent_doc] + kept  # ... of its document, with it
+            keep &= (within <= budget) | (rank == 0)
+    n_sent = np.bincount(sent_doc, weights=keep, minlength=len(corpus)).astype(np.int64)
+    width = np.zeros(len(corpus), dtype=np.int64)
+    np.maximum.at(width, sent_doc[keep], lengths[keep])
+    read = np.where(keep, lengths, 0)
+    words = np.bincount(sent_doc, weights=read, minlength=len(corpus))
+    pairs = np.bincount(sent_doc, weights=read.astype(np.float64) ** 2, minlength=len(corpus)) + n_sent**2
+    return n_sent, width, np.stack([words, pairs], axis=1).astype(np.int64)
+
+
 def hierarchical_batch(
     corpus: EncodedCorpus,
     documents: Sequence[int],
     max_sentences: int | None = None,
     max_words: int | None = None,
+    max_batch_words: int | None = None,
+    max_batch_pairs: int | None = None,
 ) -> HierarchicalBatch:
     """Gather documents into one hierarchical batch, keeping the first sentences/words."""
     docs = np.asarray(documents, dtype=np.int64)
+    limits = {"max_sentences": max_sentences, "max_words": max_words, "max_batch_words": max_batch_words,
+              "max_batch_pairs": max_batch_pairs}
     n_sent = corpus.sentence_counts[docs]
     if max_sentences:
         n_sent = np.minimum(n_sent, max_sentences)
+    if max_batch_words or max_batch_pairs:  # a document past a budget is read up to it
+        n_sent = np.minimum(n_sent, read_sizes(corpus.subset(docs), limits)[0])
     rows = ragged_ranges(corpus.document_offsets[docs], n_sent)  # sentence ids, document order
     lengths = corpus.sentence_lengths[rows]
-    if max_words:
-        lengths = np.minimum(lengths, max_words)
+    if cap := _word_cap(max_words, max_batch_words, max_batch_pairs):
+        lengths = np.minimum(lengths, cap)
     words, word_mask = _pad_rows(corpus.tokens, corpus.sentence_offsets[rows], lengths)
     first_row = np.cumsum(n_sent) - n_sent
     cols = np.arange(int(n_sent.max()))
@@ -101,13 +141,19 @@ def hierarchical_batch(
     )
 
 
-def flat_batch(corpus: EncodedCorpus, documents: Sequence[int], max_tokens: int | None = None) -> FlatBatch:
+def flat_batch(
+    corpus: EncodedCorpus,
+    documents: Sequence[int],
+    max_tokens: int | None = None,
+    max_batch_words: int | None = None,
+    max_batch_pairs: int | None = None,
+) -> FlatBatch:
     """Gather documents as single token sequences, keeping the first ``max_tokens`` words."""
     docs = np.asarray(documents, dtype=np.int64)
     starts = corpus.sentence_offsets[corpus.document_offsets[docs]]
     lengths = corpus.sentence_offsets[corpus.document_offsets[docs + 1]] - starts
-    if max_tokens:
-        lengths = np.minimum(lengths, max_tokens)
+    if cap := _word_cap(max_tokens, max_batch_words, max_batch_pairs):
+        lengths = np.minimum(lengths, cap)
     tokens, mask = _pad_rows(corpus.tokens, starts, lengths)
     return FlatBatch(
         tokens=torch.from_numpy(tokens.astype(np.int64)),
@@ -125,6 +171,10 @@ class BucketBatchSampler(torch.utils.data.Sampler):
     and the batches shuffled. With ``num_replicas > 1`` (DDP) the batch list is padded by
     repeating its first batches so every rank gets the same number, and rank r takes every
     r-th batch: each document is seen by exactly one rank, a few by two in the padding.
+
+    With ``costs`` (n, k) and ``budgets`` (k,), a batch whose summed costs would pass a budget is cut into
+    smaller ones. Costs then break ties of the keys, so the sorted costs, and the number of batches, are the
+    same every epoch.
     """
 
     def __init__(
@@ -135,6 +185,8 @@ class BucketBatchSampler(torch.utils.data.Sampler):
         seed: int = 0,
         num_replicas: int = 1,
         rank: int = 0,
+        costs: np.ndarray | None = None,
+        budgets: Sequence[float] | None = None,
     ):
         self.sort_keys = np.asarray(sort_keys, dtype=np.float64).reshape(len(sort_keys), -1)
         self.batch_size = batch_size
@@ -142,7 +194,31 @@ class BucketBatchSampler(torch.utils.data.Sampler):
         self.seed = seed
         self.num_replicas = num_replicas
         self.rank = rank
+        self.costs = None if costs is None else np.asarray(costs, dtype=np.float64).reshape(len(sort_keys), -1)
+        self.budgets = None if budgets is None else np.asarray(budgets, dtype=np.float64)
         self.epoch = 0
+        self._order_by = self.sort_keys if self.costs is None else np.concatenate([self.sort_keys, self.costs], axis=1)
+        self._count = len(self._cut(np.lexsort(self._order_by.T[::-1])))
+
+    def _cut(self, order: np.ndarray) -> list[np.ndarray]:
+        """``order`` in batches of ``batch_size``, each cut again where its costs would pass a budget."""
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        if self.costs is None:
+            return batches
+        out = []
+        for batch in batches:
+            costs = self.costs[batch]
+            if (costs.sum(axis=0) <= self.budgets).all():
+                out.append(batch)
+                continue
+            start, total = 0, np.zeros_like(self.budgets)  # greedy over this batch's documents only
+            for i, cost in enumerate(costs):
+                if (total + cost > self.budgets).any() and i > start:
+                    out.append(batch[start:i])
+                    start, total = i, np.zeros_like(self.budgets)
+                total += cost
+            out.append(batch[start:])
+        return out
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -152,8 +228,8 @@ class BucketBatchSampler(torch.utils.data.Sampler):
         rng = np.random.default_rng((self.seed, self.epoch))
         tie = rng.random(n) if self.shuffle else np.arange(n)
         # lexsort: last key is primary -> sort by the first key column, then the next, then tie
-        order = np.lexsort((tie, *self.sort_keys.T[::-1]))
-        batches = [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
+        order = np.lexsort((tie, *self._order_by.T[::-1]))
+        batches = self._cut(order)
         if self.shuffle:
             rng.shuffle(batches)
         if self.num_replicas > 1:
@@ -168,14 +244,35 @@ class BucketBatchSampler(torch.utils.data.Sampler):
             yield batch.tolist()
 
     def __len__(self) -> int:
-        return math.ceil(math.ceil(len(self.sort_keys) / self.batch_size) / self.num_replicas)
+        return math.ceil(self._count / self.num_replicas)
 
 
-def bucket_keys(corpus: EncodedCorpus, layout: str) -> np.ndarray:
-    """What documents are bucketed by: (sentences, longest sentence) or token count."""
+_BUDGETS = ("max_batch_words", "max_batch_pairs")
+
+
+def _read(corpus: EncodedCorpus, layout: str, limits: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Bucketing keys ((sentences, longest sentence) or (tokens,)) and costs (words, pairs) per document."""
     if layout == "hierarchical":
-        return np.stack([corpus.sentence_counts, corpus.max_sentence_lengths], axis=1)
-    return corpus.token_counts[:, None]
+        n_sent, width, costs = read_sizes(corpus, limits)
+        return np.stack([n_sent, width], axis=1), costs
+    counts = corpus.token_counts
+    if cap := _word_cap(limits.get("max_tokens"), limits.get("max_batch_words"), limits.get("max_batch_pairs")):
+        counts = np.minimum(counts, cap)
+    return counts[:, None], np.stack([counts, counts.astype(np.float64) ** 2], axis=1)
+
+
+def bucket_keys(corpus: EncodedCorpus, layout: str, limits: dict | None = None) -> np.ndarray:
+    """What documents are bucketed by: (sentences, longest sentence) or token count, as read under ``limits``."""
+    return _read(corpus, layout, limits or {})[0]
+
+
+def batch_sampler(corpus: EncodedCorpus, layout: str, limits: dict, batch_size: int, **options) -> BucketBatchSampler:
+    """Length-bucketed batches of ``corpus`` read under ``limits``, none past its word or word-pair budget."""
+    keys, costs = _read(corpus, layout, limits)
+    if not any(limits.get(name) for name in _BUDGETS):
+        return BucketBatchSampler(keys, batch_size, **options)
+    budgets = [limits.get(name) or np.inf for name in _BUDGETS]
+    return BucketBatchSampler(keys, batch_size, costs=costs, budgets=budgets, **options)
 
 
 def truncated_documents(corpus: EncodedCorpus, layout: str, limits: dict) -> int:
@@ -183,12 +280,8 @@ def truncated_documents(corpus: EncodedCorpus, layout: str, limits: dict) -> int
     if len(corpus) == 0:
         return 0
     if layout == "hierarchical":
-        over = np.zeros(len(corpus), dtype=bool)
-        if limits.get("max_sentences"):
-            over |= corpus.sentence_counts > limits["max_sentences"]
-        if limits.get("max_words"):
-            over |= corpus.max_sentence_lengths > limits["max_words"]
-        return int(over.sum())
-    if layout == "flat" and limits.get("max_tokens"):
-        return int((corpus.token_counts > limits["max_tokens"]).sum())
+        n_sent, width = bucket_keys(corpus, layout, limits).T
+        return int(((n_sent < corpus.sentence_counts) | (width < corpus.max_sentence_lengths)).sum())
+    if layout == "flat":
+        return int((bucket_keys(corpus, layout, limits)[:, 0] < corpus.token_counts).sum())
     return 0

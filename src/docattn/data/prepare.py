@@ -41,11 +41,16 @@ class DataSettings:
     # ... or fold cv_fold of a stratified cv_folds-fold split (benchmark --cv runs every fold)
     cv_folds: int | None = None
     cv_fold: int = 0
-    # hierarchical truncation (0 or None: keep all): one document's padded (sentences x words) block, and so one
-    # batch's memory, stays bounded; a document of 58,000 one-word sentences and one of 120,000 words asked 6.5 GiB
+    # hierarchical truncation (0 or None: keep all), so one document's padded (sentences x words) block is bounded
     max_sentences: int | None = 1000
     max_words: int | None = 1000  # words per sentence
     max_tokens: int | None = None  # flat models
+    # words one batch reads: a batch of long documents is cut into smaller ones and a longer document is read up
+    # to it, so memory is bounded by this setting, not by the longest document
+    max_batch_words: int | None = 150_000
+    # word pairs one batch compares (each sentence's words, each document's sentences): set by the self-attention
+    # models, whose memory grows with the square of a sentence's length
+    max_batch_pairs: int | None = None
 
     def __post_init__(self):
         if self.test_fraction is not None and not 0.0 < self.test_fraction < 1.0:
@@ -56,7 +61,7 @@ class DataSettings:
             raise ConfigError(f"cv_folds must be a whole number >= 2, got {self.cv_folds!r}")
         if self.cv_folds is not None and not 0 <= self.cv_fold < self.cv_folds:
             raise ConfigError(f"cv_fold must be from 0 to {self.cv_folds - 1}, got {self.cv_fold}")
-        for name in ("max_sentences", "max_words", "max_tokens"):
+        for name in _LIMITS:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ConfigError(f"{name} must be a whole number >= 0 (0 or unset: no limit), got {value!r}")
@@ -75,7 +80,10 @@ class DataSettings:
 
     def encoding_key(self) -> dict:
         """The settings that change encoded arrays (truncation happens at batch time)."""
-        return {k: v for k, v in self.to_json().items() if k not in ("max_sentences", "max_words", "max_tokens")}
+        return {k: v for k, v in self.to_json().items() if k not in _LIMITS}
+
+
+_LIMITS = ("max_sentences", "max_words", "max_tokens", "max_batch_words", "max_batch_pairs")
 
 
 @dataclass

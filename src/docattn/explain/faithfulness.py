@@ -33,6 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
+from docattn.data.batching import bucket_keys
 from docattn.data.encoding import EncodedCorpus, ragged_ranges
 
 PERCENTS = (1, 5, 10, 20, 50)
@@ -81,18 +82,19 @@ def compact(enc: EncodedCorpus, keep: np.ndarray) -> EncodedCorpus:
 
 
 def fit_to_limits(enc: EncodedCorpus, layout: str, limits: dict) -> EncodedCorpus:
-    """Only the words a model reads: the first max_sentences / max_words (hierarchical) or max_tokens (flat)."""
+    """Only the words a model reads: its first sentences and words (hierarchical) or tokens (flat) under the run's
+    limits and batch budgets, as ``bucket_keys`` reads them."""
+    keys = bucket_keys(enc, layout, limits)
     keep = np.ones(len(enc.tokens), dtype=bool)
     if layout == "hierarchical":
+        n_sent, width = keys.T
         sent_of_tok = np.repeat(np.arange(len(enc.sentence_lengths)), enc.sentence_lengths)
-        if limits.get("max_words"):
-            keep &= np.arange(len(enc.tokens)) - enc.sentence_offsets[sent_of_tok] < limits["max_words"]
-        if limits.get("max_sentences"):
-            sent_doc = np.repeat(np.arange(len(enc)), enc.sentence_counts)
-            rank = np.arange(len(sent_doc)) - enc.document_offsets[sent_doc]
-            keep &= (rank < limits["max_sentences"])[sent_of_tok]
-    elif limits.get("max_tokens"):
-        keep &= np.arange(len(enc.tokens)) - document_starts(enc)[token_documents(enc)] < limits["max_tokens"]
+        sent_doc = np.repeat(np.arange(len(enc)), enc.sentence_counts)
+        rank = np.arange(len(sent_doc)) - enc.document_offsets[sent_doc]
+        keep &= (rank < n_sent[sent_doc])[sent_of_tok]
+        keep &= np.arange(len(enc.tokens)) - enc.sentence_offsets[sent_of_tok] < width[sent_doc][sent_of_tok]
+    elif layout == "flat":
+        keep &= np.arange(len(enc.tokens)) - document_starts(enc)[token_documents(enc)] < keys[:, 0][token_documents(enc)]
     return enc if keep.all() else compact(enc, keep)
 
 

@@ -85,8 +85,8 @@ _TRAINING = {"optimizer": "adam", "lr": 2e-4, "betas": (0.9, 0.99), "batch_size"
 # command"): the paper's d 512 / 8 heads trains at a few documents/s there
 HCAN_CPU = {"lr": 2e-3, "schedule": "cosine", "val_per_epoch": 2, "max_epochs": 3, "d_model": 64, "heads": 4,
             "embedding_dim": 64}
-HCAN_TRAINING = {**_TRAINING, "max_words": 1000}
-CAN_TRAINING = {**_TRAINING, "max_tokens": 1000}
+HCAN_TRAINING = {**_TRAINING, "max_words": 1000, "max_batch_pairs": 8_000_000}
+CAN_TRAINING = {**_TRAINING, "max_tokens": 1000, "max_batch_pairs": 8_000_000}
 
 
 @dataclass

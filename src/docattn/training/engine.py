@@ -26,7 +26,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback, EarlyStopping, WeightAveraging
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from docattn.data.batching import BucketBatchSampler, bucket_keys
+from docattn.data.batching import batch_sampler
 from docattn.data.encoding import EncodedCorpus
 from docattn.errors import CheckpointError, ConfigError, Diverged, Interrupted, WriteError
 from docattn.training.config import TrainConfig
@@ -58,13 +58,9 @@ class _Collate:
 
 def _loader(corpus: EncodedCorpus, layout: str, limits: dict, batch_size: int, shuffle: bool, seed: int, trainer, pad: bool,
             workers: int = 0):
-    keys = bucket_keys(corpus, layout)
-    if layout == "hierarchical" and (limits.get("max_sentences") or limits.get("max_words")):
-        keys = np.minimum(keys, [limits.get("max_sentences") or np.inf, limits.get("max_words") or np.inf])
-    elif layout == "flat" and limits.get("max_tokens"):
-        keys = np.minimum(keys, limits["max_tokens"])
     world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
-    sampler = BucketBatchSampler(keys, batch_size, shuffle=shuffle, seed=seed, num_replicas=world if pad else 1, rank=rank if pad else 0)
+    sampler = batch_sampler(corpus, layout, limits, batch_size, shuffle=shuffle, seed=seed,
+                            num_replicas=world if pad else 1, rank=rank if pad else 0)
     if not pad and world > 1:  # evaluation: each rank takes every world-th batch, no document twice
         sampler = _Strided(sampler, world, rank)
     # on a GPU, worker processes build the next batches while kernels run, in page-locked memory so

@@ -7,21 +7,22 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from docattn.data.batching import BucketBatchSampler, bucket_keys, flat_batch, hierarchical_batch
+from docattn.data.batching import batch_sampler, flat_batch, hierarchical_batch
 from docattn.data.encoding import EncodedCorpus
 
 
 def make_batch(corpus: EncodedCorpus, documents, layout: str, limits: dict):
     """The batch layout a model asks for, truncated by the run's data settings."""
     if layout == "hierarchical":
-        return hierarchical_batch(corpus, documents, limits.get("max_sentences"), limits.get("max_words"))
-    return flat_batch(corpus, documents, limits.get("max_tokens"))
+        return hierarchical_batch(corpus, documents, limits.get("max_sentences"), limits.get("max_words"),
+                                  limits.get("max_batch_words"), limits.get("max_batch_pairs"))
+    return flat_batch(corpus, documents, limits.get("max_tokens"), limits.get("max_batch_words"),
+                      limits.get("max_batch_pairs"))
 
 
 def iter_batches(corpus: EncodedCorpus, layout: str, batch_size: int, limits: dict) -> Iterator:
     """Length-bucketed batches of every document once, unshuffled."""
-    sampler = BucketBatchSampler(bucket_keys(corpus, layout), batch_size, shuffle=False)
-    for docs in sampler:
+    for docs in batch_sampler(corpus, layout, limits, batch_size, shuffle=False):
         yield make_batch(corpus, docs, layout, limits)
 
 
