@@ -33,18 +33,17 @@ class DataSettings:
     # words seen fewer times map to UNK: HCAN's 5 (HAN keeps words seen more than 5 times, i.e. 6;
     # SANet every word of the training and validation sets, i.e. 1)
     min_count: int = 5
-    max_vocab: int | None = None
+    max_vocab: int | None = None  # the most frequent words kept, at most (None: all seen min_count times)
     valid_fraction: float = 0.1  # HAN: 10% of train; the HPAN paper: 0.3
-    split_seed: int = 0
+    split_seed: int = 0  # the validation, test-fraction and cross-validation splits
     # for data without a test split: this share of the training documents (stratified, seeded) is tested on...
     test_fraction: float | None = None
     # ... or fold cv_fold of a stratified cv_folds-fold split (benchmark --cv runs every fold)
     cv_folds: int | None = None
-    cv_fold: int = 0
-    # hierarchical truncation (0 or None: keep all), so one document's padded (sentences x words) block is bounded
-    max_sentences: int | None = 1000
-    max_words: int | None = 1000  # words per sentence
-    max_tokens: int | None = None  # flat models
+    cv_fold: int = 0  # which fold is tested (0 to cv_folds - 1)
+    max_sentences: int | None = 1000  # sentences of a document hierarchical models read (0 or None: all)
+    max_words: int | None = 1000  # words of a sentence hierarchical models read (0 or None: all)
+    max_tokens: int | None = None  # tokens of a document flat models read (0 or None: all)
     # words one batch reads: a batch of long documents is cut into smaller ones and a longer document is read up
     # to it, so memory is bounded by this setting, not by the longest document
     max_batch_words: int | None = 150_000

@@ -34,7 +34,7 @@ HCAN_DROP_PATTERN = "[^\\p{L}\\p{N}.!?\\s\x1e]"
 class TextConfig:
     """How raw text becomes tokens; part of every cache key and saved with every model."""
 
-    lowercase: bool = True
+    lowercase: bool = True  # one id for "Good" and "good"
     hcan_clean: bool = False  # HCAN preprocessing: keep alphanumerics and . ! ? only
     split_sentences: bool = True  # False: each document is a single "sentence"
     unicode_normalize: bool = True  # NFKC, so full-width and composed forms share ids

@@ -22,13 +22,13 @@ class TrainConfig:
     # auto: at least this many optimizer steps (small data sets get more epochs), at least min_epochs
     # (the model's registered epochs) and at most epoch_limit epochs, ended sooner by early stopping
     min_steps: int = 1000
-    min_epochs: int = 1
-    epoch_limit: int = 50
+    min_epochs: int = 1  # auto: the fewest epochs (set from the model's registered epochs)
+    epoch_limit: int = 50  # auto: the most epochs, however small the data
     batch_size: int = 64  # documents per batch (HAN: 64)
     optimizer: str = "adam"  # "sgd" (momentum), "adam", "adamw"
-    lr: float = 1e-3
+    lr: float = 1e-3  # learning rate (the model's registered one where it has one)
     momentum: float = 0.9  # SGD only
-    weight_decay: float = 0.0
+    weight_decay: float = 0.0  # L2 penalty (SGD, Adam) or decoupled decay (AdamW)
     betas: tuple[float, float] = (0.9, 0.999)  # Adam/AdamW
     embedding_lr: float | None = None  # separate learning rate for the embedding layer (SANet: 0.001)
     embedding_momentum: float | None = None  # SGD momentum for the embeddings (SANet: 0)
@@ -36,7 +36,7 @@ class TrainConfig:
     schedule: str = "none"  # "none", "step", "multistep", "cosine"
     step_size: int = 10  # epochs between decays ("step")
     milestones: list[int] = field(default_factory=list)  # epochs ("multistep", CSPAN: 20, 25)
-    gamma: float = 0.1
+    gamma: float = 0.1  # factor of each decay ("step", "multistep")
     # the learning rate rises linearly from 1/warmup_steps of its value over this many optimizer steps, then
     # follows the schedule (Vaswani et al. 2017): large self-attention models diverge without it
     warmup_steps: int = 0
@@ -62,18 +62,18 @@ class TrainConfig:
     class_weight: str | dict | None = "auto"
     # fit the tf-idf logistic regression on the same split beside every neural model and report both
     guardrail: bool = True
-    seed: int = 0
+    seed: int = 0  # weights, batch order, dropout and word2vec; the split has its own split_seed
     accelerator: str = "auto"  # "auto", "cpu", "gpu"
-    devices: int | str = 1
-    num_nodes: int = 1
+    devices: int | str = 1  # devices per node: a count, "auto" or a list as Lightning takes it
+    num_nodes: int = 1  # machines of a multi-node (DDP) run
     strategy: str = "auto"  # "ddp" for data parallel over devices / nodes
     precision: str | None = None  # None: bf16-mixed on CUDA, 32 elsewhere
     embeddings: str = "word2vec"  # "word2vec" (trained on the training split), "random", or a vector file path
-    freeze_embeddings: bool = False
+    freeze_embeddings: bool = False  # keep the starting word vectors fixed during training
     # passes over the training text; None: enough passes for about word2vec_tokens tokens seen (5 to 50)
     # under auto, so a small corpus gets more of them; 5 (gensim's default) under paper
     word2vec_epochs: int | None = None
-    word2vec_tokens: int = 40_000_000
+    word2vec_tokens: int = 40_000_000  # auto: the tokens word2vec should see in all, for its passes
     # skip-gram instead of CBOW: slower to train; lifted HCAN by 0.53 on IMDB and 4.9 on 20 Newsgroups over 3 seeds,
     # CSPAN by 3.45 on 20 Newsgroups; IMDB HAN not (-0.14), nor SANet or CSPAN on IMDB (seed 0)
     word2vec_skipgram: bool = False
