@@ -24,7 +24,7 @@ SMALL = {"embedding_dim": 16, "hidden_size": 8, "context_dim": 8, "d_model": 16,
 def tiny_corpus(seed: int = 0, n_docs: int = 7) -> EncodedCorpus:
     rng = np.random.default_rng(seed)
     docs = []
-    for d in range(n_docs):
+    for _doc in range(n_docs):
         ids: list[int] = []
         for _ in range(int(rng.integers(1, 6))):
             ids += rng.integers(3, VOCAB, int(rng.integers(1, 12))).tolist() + [2]
@@ -152,80 +152,8 @@ def test_sparsemax_guard_fully_masked_row():
     assert torch.isfinite(scores.grad).all()
 
 
-@pytest.mark.parametrize("kind", ["gru", "lstm"])
-def test_padded_birnn_matches_packed(kind):
-    """The reverse-within-length trick equals PyTorch's packed bidirectional RNN with the same weights."""
-    from docattn.models.layers import PaddedBiGRU, PaddedBiLSTM
-
-    torch.manual_seed(0)
-    ours_rnn = (PaddedBiGRU if kind == "gru" else PaddedBiLSTM)(5, 4)
-    x = torch.randn(3, 6, 5)
-    lengths = torch.tensor([6, 2, 4])
-    mask = torch.arange(6)[None, :] < lengths[:, None]
-    ref = (torch.nn.GRU if kind == "gru" else torch.nn.LSTM)(5, 4, batch_first=True, bidirectional=True)
-    with torch.no_grad():
-        for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
-            getattr(ref, name).copy_(getattr(ours_rnn.fwd, name))
-            getattr(ref, name + "_reverse").copy_(getattr(ours_rnn.bwd, name))
-    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    out, _ = ref(packed)
-    out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=6)
-    torch.testing.assert_close(ours_rnn(x, mask), out, atol=1e-6, rtol=1e-5)
-    ours_rnn.packed = True  # our own packed path: the same numbers, an empty row gives zeros
-    torch.testing.assert_close(ours_rnn(x, mask), out, atol=1e-6, rtol=1e-5)
-    empty = mask.clone()
-    empty[1] = False
-    assert torch.all(ours_rnn(x, empty)[1] == 0) and torch.isfinite(ours_rnn(x, empty)).all()
-
-
-def test_fused_bigru_gradients_match_pytorch_gru():
-    """The hand-written CPU recurrence gives PyTorch's GRU outputs and gradients, with and without autograd."""
-    from docattn.models.layers import PaddedBiGRU, _BiGRUFunction, _BiGRUIndex
-
-    torch.manual_seed(0)
-    fused = PaddedBiGRU(5, 4).double()
-    plain = PaddedBiGRU(5, 4).double()
-    plain.load_state_dict(fused.state_dict())
-    plain.fused_on = lambda device: False  # PyTorch's nn.GRU path
-    x = torch.randn(6, 7, 5, dtype=torch.double, requires_grad=True)
-    lengths = torch.tensor([7, 3, 1, 5, 7, 2])
-    mask = torch.arange(7)[None, :] < lengths[:, None]
-    probe = torch.randn(6, 7, 8, dtype=torch.double)
-    grads = [torch.autograd.grad((m(x, mask) * probe).sum(), [x, *m.parameters()]) for m in (fused, plain)]
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b)
-    with torch.no_grad():
-        torch.testing.assert_close(fused(x, mask), plain(x, mask))
-    gates = torch.randn(6, 7, 24, dtype=torch.double, requires_grad=True)
-    w_hh = torch.randn(2, 12, 4, dtype=torch.double, requires_grad=True)
-    b_hh = torch.randn(2, 12, dtype=torch.double, requires_grad=True)
-    recurrence = lambda g, w, b: _BiGRUFunction.apply(g.reshape(42, 24), _BiGRUIndex(lengths, 6, 7), w, b)  # noqa: E731
-    assert torch.autograd.gradcheck(recurrence, (gates, w_hh, b_hh))
-    # a gate table with repeated rows (one per distinct word), read through a row map
-    table = torch.randn(5, 24, dtype=torch.double, requires_grad=True)
-    rows = torch.randint(0, 5, (6, 7))
-    shared = lambda g, w, b: _BiGRUFunction.apply(g, _BiGRUIndex(lengths, 6, 7, rows), w, b)  # noqa: E731
-    assert torch.autograd.gradcheck(shared, (table, w_hh, b_hh))
-    per_position = _BiGRUFunction.apply(table[rows.reshape(-1)], _BiGRUIndex(lengths, 6, 7), w_hh, b_hh)
-    torch.testing.assert_close(shared(table, w_hh, b_hh), per_position)
-
-
-def test_rnn_runs_in_float32_under_bf16_autocast():
-    """PyTorch's RNN path (LSTM; GRU off CPU) leaves autocast: cuDNN has bf16 RNNs only from 9.13."""
-    from docattn.models.layers import PaddedBiLSTM
-
-    torch.manual_seed(0)
-    rnn = PaddedBiLSTM(5, 4)
-    x = torch.randn(3, 6, 5)
-    mask = torch.arange(6)[None, :] < torch.tensor([6, 2, 4])[:, None]
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        mixed = rnn(x.bfloat16(), mask)
-    assert mixed.dtype == torch.float32
-    torch.testing.assert_close(mixed, rnn(x.bfloat16().float(), mask))
-
-
 def test_length_groups_partition_rows_by_length():
-    from docattn.models.layers import length_groups
+    from docattn.models.grouping import length_groups
 
     lengths = torch.tensor([5, 1, 30, 2, 5, 29, 1, 3])
     for kwargs in ({}, {"groups": 3}, {"step_cost": 0.0}, {"step_cost": 1e9}, {"step_cost": 10.0, "quadratic": 1.0}):
@@ -320,7 +248,9 @@ def test_model_hyperparameters_never_shadow_training_options():
     from docattn.data.text import TextConfig
     from docattn.training.config import TrainConfig
 
-    taken = set(TrainConfig.field_names()) | {f.name for f in fields(DataSettings)} | {f.name for f in fields(TextConfig)}
+    taken = (
+        set(TrainConfig.field_names()) | {f.name for f in fields(DataSettings)} | {f.name for f in fields(TextConfig)}
+    )
     for name in list_models():
         clash = set(create_model(name, vocab_size=20, num_classes=2).hparams()) & taken
         assert not clash, f"{name}: hyper-parameters {sorted(clash)} are also training/data/text options"

@@ -2,6 +2,7 @@
 
 Each model file registers its paper's variants; a variant is a name plus default
 hyper-parameters, so a run's config.json (name + hyper-parameters) rebuilds its model.
+What every model promises is declared in ``contract.py``; ``catalogue.py`` lists the names without torch.
 """
 
 from __future__ import annotations
@@ -9,14 +10,15 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from docattn.errors import ConfigError
+from docattn.models.contract import LAYOUTS, Layout
 
 # every module of this package registers its models on import, except these helpers; they are
 # imported on first use so that `docattn --help` stays fast
-NOT_MODELS = {"layers", "output"}
+NOT_MODELS = {"catalogue", "contract", "grouping", "gru", "layers", "output"}
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class ModelSpec:
     build: Callable  # build(vocab_size, num_classes, **hparams) -> nn.Module
     description: str
     paper: str
-    layout: str  # "hierarchical", "flat" or "bag" (non-neural baselines)
+    layout: Layout  # "hierarchical", "flat" or "bag" (fitted in one call: contract.OneShotModel)
     defaults: dict = field(default_factory=dict)  # hyper-parameters of this variant
     training: dict = field(default_factory=dict)  # the paper's optimiser settings
     # on a CPU under the auto recipe: the configuration the family was measured at on two cores (training
@@ -37,15 +39,24 @@ _REGISTRY: dict[str, ModelSpec] = {}
 _loaded = False
 
 
-def register_model(name: str, *, description: str, paper: str, layout: str, training: dict | None = None,
-                   cpu: dict | None = None, **defaults):
+def register_model(
+    name: str,
+    *,
+    description: str,
+    paper: str,
+    layout: Layout,
+    training: dict | None = None,
+    cpu: dict | None = None,
+    **defaults,
+):
     """Decorator: register ``cls_or_fn`` under ``name`` with these default hyper-parameters."""
 
     def wrap(builder):
-        if name in _REGISTRY:
-            raise ValueError(f"model {name!r} registered twice")
-        _REGISTRY[name] = ModelSpec(name, builder, description, paper, layout, dict(defaults), dict(training or {}),
-                                    dict(cpu or {}))
+        if name in _REGISTRY or name != name.lower() or layout not in LAYOUTS:
+            raise ValueError(f"model {name!r}: registered twice, not lowercase, or layout {layout!r} not in {LAYOUTS}")
+        _REGISTRY[name] = ModelSpec(
+            name, builder, description, paper, layout, dict(defaults), dict(training or {}), dict(cpu or {})
+        )
         return builder
 
     return wrap
@@ -61,10 +72,15 @@ def _load_all() -> None:
 
 
 def get_spec(name: str) -> ModelSpec:
+    """The registered variant ``name``, typed in any case; an unknown name is an error naming the closest."""
+    from docattn.models.catalogue import closest_models
+
     _load_all()
-    if name not in _REGISTRY:
-        raise ConfigError(f"unknown model {name!r}; available: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name]
+    if name.lower() not in _REGISTRY:
+        close = closest_models(name, names=_REGISTRY)
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise ConfigError(f"unknown model {name!r}{hint} (docattn models lists them all)")
+    return _REGISTRY[name.lower()]
 
 
 def list_models(pattern: str = "*") -> list[str]:

@@ -29,6 +29,7 @@ import torch.nn as nn
 from docattn.data.encoding import EncodedCorpus
 from docattn.errors import CheckpointError, ConfigError, DataError, DocattnError
 from docattn.models import register_model
+from docattn.models.contract import BAG, AttentionKind
 from docattn.models.output import ModelOutput
 
 HCAN_PAPER = "Gao et al. 2018, Hierarchical Convolutional Attention Networks (Table 2 baselines)"
@@ -99,7 +100,7 @@ def ngram_keys(enc: EncodedCorpus, vocab_size: int, ngram_max: int) -> tuple[np.
         if m <= 0:
             break
         # doc_of is sorted, so an n-gram whose first and last tokens share a document lies inside it
-        inside = doc_of[: m] == doc_of[n - 1 :]
+        inside = doc_of[:m] == doc_of[n - 1 :]
         key = tokens[:m].copy()
         for j in range(1, n):
             key = key * vocab_size + tokens[j : j + m]
@@ -154,7 +155,7 @@ class BagModel(nn.Module):
     ``model(batch)`` in explanations) keeps working; it has no trainable parameters.
     """
 
-    layout = "bag"
+    layout = BAG
     weighs_classes = True  # fit_encoded honours class_weights (the fastText library cannot)
 
     def __init__(self, vocab_size: int, num_classes: int):
@@ -166,6 +167,9 @@ class BagModel(nn.Module):
 
     def predict_proba_encoded(self, enc: EncodedCorpus) -> np.ndarray:
         raise NotImplementedError
+
+    def attention_kinds(self) -> tuple[AttentionKind, ...]:
+        return ()  # a bag of n-grams: no weights over positions
 
     def forward(self, batch, return_attention: bool = False) -> ModelOutput:
         """Log-probabilities of a ``FlatBatch`` as logits (what explanations and evaluation call)."""
@@ -214,10 +218,12 @@ class TfidfBaseline(BagModel):
         return tfidf(counts, idf, self.config.sublinear_tf)
 
     # ------------------------------------------------------------------ fitting
-    def fit_encoded(self, enc: EncodedCorpus, vocab=None, seed: int = 0,
-                    class_weights: np.ndarray | None = None) -> "TfidfBaseline":
-        """Fit feature keys (min_df), idf and the classifier on a labelled encoded split (deterministic: ``seed`` unused);
-        ``class_weights`` (one per class) weigh each document's loss by its class, as scikit-learn's class_weight."""
+    def fit_encoded(
+        self, enc: EncodedCorpus, vocab=None, seed: int = 0, class_weights: np.ndarray | None = None
+    ) -> TfidfBaseline:
+        """Fit feature keys (min_df), idf and the classifier on a labelled encoded split (deterministic: ``seed``
+        unused); ``class_weights`` (one per class) weigh each document's loss by its class, as scikit-learn's
+        class_weight."""
         from sklearn.feature_extraction.text import TfidfTransformer
 
         cfg = self.config
@@ -291,7 +297,9 @@ class TfidfBaseline(BagModel):
     # ------------------------------------------------------------------ inference
     def _check_fitted(self) -> None:
         if not self.fitted:
-            raise DocattnError(f"this {self.config.classifier} baseline is not fitted: call fit_encoded() or load_artifacts()")
+            raise DocattnError(
+                f"this {self.config.classifier} baseline is not fitted: call fit_encoded() or load_artifacts()"
+            )
 
     def predict_proba_encoded(self, enc: EncodedCorpus) -> np.ndarray:
         """(n_documents, num_classes) probabilities; classes absent from training get 0."""
@@ -338,7 +346,7 @@ class TfidfBaseline(BagModel):
         # written by Python so the mode follows the umask (save_file makes a private 0600 file)
         return atomic_write(path, save(arrays, metadata={**self._metadata(), "docattn_version": __version__}))
 
-    def load_artifacts(self, run_dir) -> "TfidfBaseline":
+    def load_artifacts(self, run_dir) -> TfidfBaseline:
         """Read arrays written by ``save_artifacts``; a missing or mismatched file is a ``CheckpointError``."""
         from safetensors import SafetensorError, safe_open
 
@@ -348,7 +356,7 @@ class TfidfBaseline(BagModel):
         try:
             with safe_open(str(path), framework="numpy") as f:
                 meta = f.metadata() or {}
-                arrays = {k: f.get_tensor(k) for k in f.keys()}
+                arrays = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118  (safe_open is no mapping)
         except (SafetensorError, OSError, ValueError) as err:
             raise CheckpointError(f"{path}: unreadable or truncated ({err})") from None
         expected = self._metadata()
@@ -363,8 +371,13 @@ class TfidfBaseline(BagModel):
         keys, idf, w, b, c = (arrays[k] for k in ARRAYS)
         rows = 1 if meta["link"] == "binary" else len(c)
         ok = (
-            keys.ndim == 1 and idf.shape == keys.shape and w.shape == (rows, len(keys)) and b.shape == (rows,)
-            and c.ndim == 1 and len(np.unique(c)) == len(c) and (len(c) == 2 or meta["link"] != "binary")
+            keys.ndim == 1
+            and idf.shape == keys.shape
+            and w.shape == (rows, len(keys))
+            and b.shape == (rows,)
+            and c.ndim == 1
+            and len(np.unique(c)) == len(c)
+            and (len(c) == 2 or meta["link"] != "binary")
             and (c.size == 0 or (c.min() >= 0 and c.max() < self.num_classes))
             and bool(np.all(keys[1:] > keys[:-1]))
         )
@@ -376,7 +389,7 @@ class TfidfBaseline(BagModel):
 
 
 def _variant(name: str, description: str, **defaults):
-    @register_model(name, description=description, paper=HCAN_PAPER, layout="bag", **defaults)
+    @register_model(name, description=description, paper=HCAN_PAPER, layout=BAG, **defaults)
     def build(vocab_size: int, num_classes: int, **hparams) -> TfidfBaseline:
         return TfidfBaseline(vocab_size, num_classes, **hparams)
 
@@ -384,7 +397,17 @@ def _variant(name: str, description: str, **defaults):
 
 
 _variant("nb", "tf-idf (uni+bigrams, min_df 5) + multinomial naive Bayes, alpha 0.1", classifier="nb", alpha=0.1)
-_variant("logreg", "tf-idf (uni+bigrams, min_df 5, sublinear tf) + L2 logistic regression, C=10",
-         classifier="logreg", penalty="l2", C=10.0)
-_variant("logreg-l1", "HCAN's baseline: tf-idf (uni+bigrams, min_df 5) + L1 logistic regression, C=1",
-         classifier="logreg", penalty="l1", C=1.0)
+_variant(
+    "logreg",
+    "tf-idf (uni+bigrams, min_df 5, sublinear tf) + L2 logistic regression, C=10",
+    classifier="logreg",
+    penalty="l2",
+    C=10.0,
+)
+_variant(
+    "logreg-l1",
+    "HCAN's baseline: tf-idf (uni+bigrams, min_df 5) + L1 logistic regression, C=1",
+    classifier="logreg",
+    penalty="l1",
+    C=1.0,
+)

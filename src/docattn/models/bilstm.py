@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import torch
 import torch.nn as nn
 
 from docattn.data.batching import FlatBatch
 from docattn.models import register_model
-from docattn.models.layers import AttentionPooling, PaddedBiLSTM, masked_max, masked_mean, max_pool_shares, mean_pool_shares
+from docattn.models.contract import FLAT, AttentionKind, pooling_kinds
+from docattn.models.gru import PaddedBiLSTM
+from docattn.models.layers import AttentionPooling, masked_max, masked_mean, max_pool_shares, mean_pool_shares
 from docattn.models.output import ModelOutput
 
 PAPER = "Jiang et al., CSPAN (ablation: Bi-LSTM alone); pooling variants as HAN's HN-AVE / HN-MAX / HN-ATT"
@@ -40,7 +41,7 @@ class BiLSTMConfig:
 
 
 class BiLSTMClassifier(nn.Module):
-    layout = "flat"
+    layout = FLAT
 
     def __init__(self, vocab_size: int, num_classes: int, **hparams):
         super().__init__()
@@ -55,6 +56,9 @@ class BiLSTMClassifier(nn.Module):
 
     def hparams(self) -> dict:
         return asdict(self.config)
+
+    def attention_kinds(self) -> tuple[AttentionKind, ...]:
+        return pooling_kinds(("token",), self.config.pooling)
 
     def forward(self, batch: FlatBatch, return_attention: bool = False) -> ModelOutput:
         mask = batch.mask  # (B, T)
@@ -78,13 +82,17 @@ class BiLSTMClassifier(nn.Module):
 
 
 def _variant(name: str, description: str, **defaults):
-    @register_model(name, description=description, paper=PAPER, layout="flat", training=TRAINING, **defaults)
+    @register_model(name, description=description, paper=PAPER, layout=FLAT, training=TRAINING, **defaults)
     def build(vocab_size: int, num_classes: int, **hparams) -> BiLSTMClassifier:
         return BiLSTMClassifier(vocab_size, num_classes, **hparams)
 
     return build
 
 
-_variant("bilstm", "Bi-LSTM over the whole document, mean pooling (CSPAN's sizes; its ablation is cspan-bilstm)", pooling="mean")
+_variant(
+    "bilstm",
+    "Bi-LSTM over the whole document, mean pooling (CSPAN's sizes; its ablation is cspan-bilstm)",
+    pooling="mean",
+)
 _variant("bilstm-max", "Bi-LSTM over the whole document, max pooling", pooling="max")
 _variant("bilstm-attention", "Bi-LSTM over the whole document, additive attention pooling", pooling="attention")

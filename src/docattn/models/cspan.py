@@ -32,11 +32,12 @@ from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from docattn.data.batching import FlatBatch
 from docattn.models import register_model
-from docattn.models.layers import PaddedBiLSTM, attend, masked_mean, masked_softmax, sinusoidal_encoding
+from docattn.models.contract import FLAT, AttentionKind, pooling_kinds
+from docattn.models.gru import PaddedBiLSTM
+from docattn.models.layers import attend, masked_mean, masked_softmax, sinusoidal_encoding
 from docattn.models.output import ModelOutput
 
 CSPAN_PAPER = "Jiang et al., Cascaded Semantic and Positional Self-Attention Network for Document Classification"
@@ -60,8 +61,17 @@ CSPAN_TRAINING = {
 CSPAN_BIG_TRAINING = {**CSPAN_TRAINING, "max_epochs": 60}
 # the configuration CSPAN was measured at on two CPU cores (benchmarks/README.md, "The IMDB comparison in one
 # command"); cspan-big keeps its layers and queries
-CSPAN_CPU = {"optimizer": "adam", "lr": 2e-3, "batch_size": 64, "schedule": "cosine", "val_per_epoch": 2, "max_epochs": 3,
-             "embedding_dim": 64, "dropout": 0.5, "embedding_dropout": 0.3}
+CSPAN_CPU = {
+    "optimizer": "adam",
+    "lr": 2e-3,
+    "batch_size": 64,
+    "schedule": "cosine",
+    "val_per_epoch": 2,
+    "max_epochs": 3,
+    "embedding_dim": 64,
+    "dropout": 0.5,
+    "embedding_dropout": 0.3,
+}
 
 # How semantics (self-attention over D) and word order (Bi-LSTM) are combined into F:
 ENCODERS = {
@@ -185,7 +195,7 @@ class MultiQueryAttention(nn.Module):
 
 
 class CSPAN(nn.Module):
-    layout = "flat"
+    layout = FLAT
 
     def __init__(self, vocab_size: int, num_classes: int, **hparams):
         super().__init__()
@@ -222,6 +232,24 @@ class CSPAN(nn.Module):
 
     def hparams(self) -> dict:
         return asdict(self.config)
+
+    def attention_kinds(self) -> tuple[AttentionKind, ...]:
+        cfg, kinds = self.config, []
+        if cfg.encoder != "bilstm":
+            kinds.append(
+                AttentionKind("semantic_self", "token", "self", "(B, T, T)", "softmax(D D^T / sqrt(d)), eq. 4")
+            )
+        if cfg.encoder in ("cascade", "parallel"):
+            kinds.append(
+                AttentionKind("positional_self", "token", "self", "(B, T, T)", "softmax(H H^T / sqrt(d)), eq. 8")
+            )
+        if cfg.pooling == "mean":
+            return (*kinds, *pooling_kinds(("token",), "mean"))
+        return (
+            *kinds,
+            AttentionKind("queries", "token", "heads", "(B, m, T)", "a_it of each learned query, eq. 11"),
+            AttentionKind("token", "token", "pooling", "(B, T)", "the learned queries' weights averaged"),
+        )
 
     def encode(self, tokens: torch.Tensor, mask: torch.Tensor, need_weights: bool = False):
         """Word representations F (B, T, d), zero on padding, and the self-attention weights."""
@@ -262,8 +290,9 @@ class CSPAN(nn.Module):
 
 
 def _variant(name: str, description: str, training: dict = CSPAN_TRAINING, **defaults):
-    @register_model(name, description=description, paper=CSPAN_PAPER, layout="flat", training=training, cpu=CSPAN_CPU,
-                    **defaults)
+    @register_model(
+        name, description=description, paper=CSPAN_PAPER, layout=FLAT, training=training, cpu=CSPAN_CPU, **defaults
+    )
     def build(vocab_size: int, num_classes: int, **hparams) -> CSPAN:
         return CSPAN(vocab_size, num_classes, **hparams)
 
@@ -271,30 +300,62 @@ def _variant(name: str, description: str, training: dict = CSPAN_TRAINING, **def
 
 
 BASE = {"embedding_dim": 300, "layers": 1, "queries": 16}
-_variant("cspan", "CSPAN base: semantic self-attention -> Bi-LSTM -> positional self-attention, "
-         "residual, 16-query attention", **BASE)
-_variant("cspan-big", "CSPAN big: 3-layer Bi-LSTM, 128 queries", CSPAN_BIG_TRAINING,
-         embedding_dim=300, layers=3, queries=128)
+_variant(
+    "cspan",
+    "CSPAN base: semantic self-attention -> Bi-LSTM -> positional self-attention, residual, 16-query attention",
+    **BASE,
+)
+_variant(
+    "cspan-big", "CSPAN big: 3-layer Bi-LSTM, 128 queries", CSPAN_BIG_TRAINING, embedding_dim=300, layers=3, queries=128
+)
 # Table 3: component-wise gains on AG's News
-_variant("cspan-bilstm", "CSPAN ablation (Table 3): Bi-LSTM alone, mean pooling",
-         encoder="bilstm", pooling="mean", **BASE)
-_variant("cspan-bilstm-selfatt", "CSPAN ablation (Table 3): semantic self-attention -> Bi-LSTM, mean pooling",
-         encoder="attention-bilstm", pooling="mean", **BASE)
-_variant("cspan-bilstm-selfatt-residual", "CSPAN ablation (Table 3): + positional self-attention and "
-         "residual F = S + P, mean pooling", encoder="cascade", pooling="mean", **BASE)
+_variant(
+    "cspan-bilstm", "CSPAN ablation (Table 3): Bi-LSTM alone, mean pooling", encoder="bilstm", pooling="mean", **BASE
+)
+_variant(
+    "cspan-bilstm-selfatt",
+    "CSPAN ablation (Table 3): semantic self-attention -> Bi-LSTM, mean pooling",
+    encoder="attention-bilstm",
+    pooling="mean",
+    **BASE,
+)
+_variant(
+    "cspan-bilstm-selfatt-residual",
+    "CSPAN ablation (Table 3): + positional self-attention and residual F = S + P, mean pooling",
+    encoder="cascade",
+    pooling="mean",
+    **BASE,
+)
 # Table 5: ways of fusing semantics and word order, all with multi-query attention
-_variant("cspan-fusion-a", "CSPAN fusion (a): self-attention over embeddings only",
-         encoder="attention", **BASE)
-_variant("cspan-fusion-b", "CSPAN fusion (b): embeddings + sinusoidal position, self-attention",
-         encoder="attention", position="sinusoidal", **BASE)
-_variant("cspan-fusion-c", "CSPAN fusion (c): self-attention with relative positions (Shaw et al.)",
-         encoder="attention", position="relative", **BASE)
+_variant("cspan-fusion-a", "CSPAN fusion (a): self-attention over embeddings only", encoder="attention", **BASE)
+_variant(
+    "cspan-fusion-b",
+    "CSPAN fusion (b): embeddings + sinusoidal position, self-attention",
+    encoder="attention",
+    position="sinusoidal",
+    **BASE,
+)
+_variant(
+    "cspan-fusion-c",
+    "CSPAN fusion (c): self-attention with relative positions (Shaw et al.)",
+    encoder="attention",
+    position="relative",
+    **BASE,
+)
 # Table 5's (d) is "Embedding + Bi-LSTM": "Bi-LSTM directly on the input word vectors, i.e., a parallel
 # combination". Read as (e) with the Bi-LSTM moved beside the first self-attention, it keeps the second
 # one over H; Figure 2, whose six "Self Attention" boxes are one each for (a)-(d) and two for (e), draws
 # no second one. Both readings are here; cspan-fusion-d keeps the first, which every recorded result used.
-_variant("cspan-fusion-d", "CSPAN fusion (d): self-attention and Bi-LSTM in parallel over embeddings, "
-         "F = S + SelfAtt(H)", encoder="parallel", **BASE)
-_variant("cspan-fusion-d-sum", "CSPAN fusion (d) as Figure 2 draws it: F = SelfAtt(D) + BiLSTM(D), "
-         "one self-attention", encoder="parallel-sum", **BASE)
+_variant(
+    "cspan-fusion-d",
+    "CSPAN fusion (d): self-attention and Bi-LSTM in parallel over embeddings, F = S + SelfAtt(H)",
+    encoder="parallel",
+    **BASE,
+)
+_variant(
+    "cspan-fusion-d-sum",
+    "CSPAN fusion (d) as Figure 2 draws it: F = SelfAtt(D) + BiLSTM(D), one self-attention",
+    encoder="parallel-sum",
+    **BASE,
+)
 _variant("cspan-fusion-e", "CSPAN fusion (e): cascade, the same network as cspan", **BASE)

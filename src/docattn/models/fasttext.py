@@ -17,6 +17,7 @@ import torch.nn as nn
 
 from docattn.data.batching import FlatBatch
 from docattn.models import register_model
+from docattn.models.contract import FLAT, AttentionKind
 from docattn.models.output import ModelOutput
 
 PAPER = "Joulin et al. 2017, Bag of Tricks for Efficient Text Classification (fastText)"
@@ -53,7 +54,7 @@ def hash_ngrams(tokens: torch.Tensor, n: int, buckets: int) -> torch.Tensor:
 
 
 class FastText(nn.Module):
-    layout = "flat"
+    layout = FLAT
 
     def __init__(self, vocab_size: int, num_classes: int, **hparams):
         super().__init__()
@@ -75,6 +76,9 @@ class FastText(nn.Module):
     def hparams(self) -> dict:
         return asdict(self.config)
 
+    def attention_kinds(self) -> tuple[AttentionKind, ...]:
+        return ()  # a plain average: nothing to weigh
+
     def forward(self, batch: FlatBatch, return_attention: bool = False) -> ModelOutput:
         tokens, mask = batch.tokens, batch.mask  # (B, T)
         dtype = self.embedding.weight.dtype
@@ -94,7 +98,12 @@ class FastText(nn.Module):
         return out
 
 
-@register_model("fasttext", description="fastText: mean of word and hashed bigram embeddings, linear classifier",
-                paper=PAPER, layout="flat", training=TRAINING)
+@register_model(
+    "fasttext",
+    description="fastText: mean of word and hashed bigram embeddings, linear classifier",
+    paper=PAPER,
+    layout=FLAT,
+    training=TRAINING,
+)
 def fasttext(vocab_size: int, num_classes: int, **hparams) -> FastText:
     return FastText(vocab_size, num_classes, **hparams)

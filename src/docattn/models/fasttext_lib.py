@@ -23,6 +23,7 @@ from docattn.data.encoding import EncodedCorpus
 from docattn.errors import CheckpointError, ConfigError, DataError, DocattnError
 from docattn.models import register_model
 from docattn.models.baselines import BagModel
+from docattn.models.contract import BAG
 
 FASTTEXT_PAPER = "Joulin et al. 2017, Bag of Tricks for Efficient Text Classification (the fastText library)"
 BINARY, DIGEST = "fasttext.bin", "fasttext.json"
@@ -39,7 +40,9 @@ class FastTextLibConfig:
 
     def __post_init__(self):
         if min(self.dim, self.word_ngrams, self.epoch, self.bucket, self.threads) < 1 or self.learning_rate <= 0:
-            raise ConfigError("fasttext-lib: dim, word_ngrams, epoch, bucket and threads must be >= 1, learning_rate > 0")
+            raise ConfigError(
+                "fasttext-lib: dim, word_ngrams, epoch, bucket and threads must be >= 1, learning_rate > 0"
+            )
 
 
 def _library():
@@ -52,7 +55,9 @@ def _library():
 
 def _lines(enc: EncodedCorpus, labels: np.ndarray | None = None) -> list[str]:
     """One line of space-separated token ids per document, prefixed by ``__label__k`` when labelled."""
-    start = np.asarray(enc.sentence_offsets)[np.asarray(enc.document_offsets)]  # each document's first token, and the end
+    start = np.asarray(enc.sentence_offsets)[
+        np.asarray(enc.document_offsets)
+    ]  # each document's first token, and the end
     tokens = np.asarray(enc.tokens)
     docs = [" ".join(map(str, tokens[a:b].tolist())) for a, b in zip(start[:-1], start[1:])]
     if labels is None:
@@ -87,11 +92,12 @@ class FastTextLib(BagModel):
 
     weighs_classes = False  # the library's training has no per-class or per-example weights
 
-    def fit_encoded(self, enc: EncodedCorpus, vocab=None, seed: int = 0, class_weights=None) -> "FastTextLib":
+    def fit_encoded(self, enc: EncodedCorpus, vocab=None, seed: int = 0, class_weights=None) -> FastTextLib:
         """Train on a labelled encoded split (rare words are already UNK by docattn's vocabulary)."""
         if class_weights is not None:
-            raise ConfigError("fasttext-lib cannot weigh classes (the fastText library has no such option); "
-                              "leave class_weight unset")
+            raise ConfigError(
+                "fasttext-lib cannot weigh classes (the fastText library has no such option); leave class_weight unset"
+            )
         ft = _library()
         y = np.asarray(enc.labels, dtype=np.int64)
         if len(y) == 0 or (y < 0).any() or (y >= self.num_classes).any():
@@ -101,8 +107,16 @@ class FastTextLib(BagModel):
             path = Path(tmp) / "train.txt"
             path.write_text("\n".join(_shuffled(_lines(enc, y), seed)) + "\n", encoding="utf-8")
             self.ft = ft.train_supervised(
-                input=str(path), dim=cfg.dim, wordNgrams=cfg.word_ngrams, epoch=cfg.epoch, lr=cfg.learning_rate,
-                bucket=cfg.bucket, minCount=1, thread=cfg.threads, seed=seed, verbose=0,
+                input=str(path),
+                dim=cfg.dim,
+                wordNgrams=cfg.word_ngrams,
+                epoch=cfg.epoch,
+                lr=cfg.learning_rate,
+                bucket=cfg.bucket,
+                minCount=1,
+                thread=cfg.threads,
+                seed=seed,
+                verbose=0,
             )
         return self
 
@@ -113,7 +127,7 @@ class FastTextLib(BagModel):
         probs = np.zeros((len(enc), self.num_classes), dtype=np.float64)
         for i, line in enumerate(_lines(enc)):
             for p, label in self.ft.f.predict(line + "\n", self.num_classes, 0.0, "strict"):
-                probs[i, int(label[len("__label__"):])] = p
+                probs[i, int(label[len("__label__") :])] = p
         probs /= np.maximum(probs.sum(1, keepdims=True), np.finfo(np.float64).tiny)
         return probs
 
@@ -134,8 +148,11 @@ class FastTextLib(BagModel):
         os.replace(tmp, run_dir / DIGEST)
         return run_dir / BINARY
 
-    def load_artifacts(self, run_dir) -> "FastTextLib":
-        """Read ``fasttext.bin`` after checking its digest; a missing, truncated or foreign file is a ``CheckpointError``."""
+    def load_artifacts(self, run_dir) -> FastTextLib:
+        """Read ``fasttext.bin`` after checking its digest.
+
+        A missing, truncated or foreign file is a ``CheckpointError``.
+        """
         ft = _library()
         path, digest_path = Path(run_dir) / BINARY, Path(run_dir) / DIGEST
         if not path.exists() or not digest_path.exists():
@@ -147,13 +164,19 @@ class FastTextLib(BagModel):
         if digest.get("sha256") != _sha256(path):
             raise CheckpointError(f"{path}: does not match its SHA-256 (truncated or replaced?)")
         if digest.get("num_classes") != self.num_classes or digest.get("vocab_size") != self.vocab_size:
-            raise CheckpointError(f"{path}: trained for {digest.get('num_classes')} classes and {digest.get('vocab_size')} "
-                                  f"words, the run's config says {self.num_classes} and {self.vocab_size}")
+            raise CheckpointError(
+                f"{path}: trained for {digest.get('num_classes')} classes and {digest.get('vocab_size')} "
+                f"words, the run's config says {self.num_classes} and {self.vocab_size}"
+            )
         self.ft = ft._FastText(model_path=str(path))
         return self
 
 
-@register_model("fasttext-lib", description="the original fastText library (optional extra): bag of words + bigrams, "
-                "10 hidden units", paper=FASTTEXT_PAPER, layout="bag")
+@register_model(
+    "fasttext-lib",
+    description="the original fastText library (optional extra): bag of words + bigrams, 10 hidden units",
+    paper=FASTTEXT_PAPER,
+    layout=BAG,
+)
 def build(vocab_size: int, num_classes: int, **hparams) -> FastTextLib:
     return FastTextLib(vocab_size, num_classes, **hparams)

@@ -1,21 +1,27 @@
 """HAN: Hierarchical Attention Networks (Yang et al., 2016), with HN-AVE and HN-MAX.
 
-word embeddings -> word BiGRU -> word attention (eq. 5-7) -> sentence vectors s_i
+word embeddings -> word BiGRU (eq. 1-4) -> word attention (eq. 5-7) -> sentence vectors s_i
                -> sentence BiGRU -> sentence attention (eq. 8-10) -> document vector v -> softmax (eq. 11)
+
+The word level reads as the paper in ``HAN.encode_words``, the reference path; on a CPU the same
+numbers come from length-sorted groups of sentences (``grouping.LengthGroups``, shared with HCAN)
+whose input gates are read from a table of the batch's distinct words.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from docattn.data.batching import HierarchicalBatch
 from docattn.models import register_model
-from docattn.models.layers import (AttentionPooling, PaddedBiGRU, length_groups, masked_max, masked_mean, max_pool_shares,
-                                   mean_pool_shares)
+from docattn.models.contract import HIERARCHICAL, AttentionKind, pooling_kinds
+from docattn.models.grouping import LengthGroups
+from docattn.models.gru import PaddedBiGRU
+from docattn.models.layers import AttentionPooling, masked_max, masked_mean, max_pool_shares, mean_pool_shares
 from docattn.models.output import ModelOutput
 
 HAN_PAPER = "Yang et al. 2016, Hierarchical Attention Networks for Document Classification"
@@ -25,8 +31,20 @@ HAN_PAPER = "Yang et al. 2016, Hierarchical Attention Networks for Document Clas
 # best weights are picked among 3 validations per epoch: 90.68 +- 0.18 on IMDB over 3 seeds
 # (benchmarks/results/imdb_cpu_3seeds), against 89.81 +- 0.39 with a constant rate and one
 # validation per epoch (imdb_han_family) and 90.07 +- 0.41 with the cosine alone (imdb_han_schedule).
-HAN_TRAINING = {"optimizer": "adam", "lr": 2e-3, "batch_size": 64, "max_epochs": 3, "schedule": "cosine",
-                "embedding_lr": 5e-4, "val_per_epoch": 3}
+HAN_TRAINING = {
+    "optimizer": "adam",
+    "lr": 2e-3,
+    "batch_size": 64,
+    "max_epochs": 3,
+    "schedule": "cosine",
+    "embedding_lr": 5e-4,
+    "val_per_epoch": 3,
+}
+
+
+def _read_gate_table(rnn: PaddedBiGRU, table: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The BiGRU over a group whose position (n, t) reads its input gates from ``table[rows[n, t]]``."""
+    return rnn.forward_gates(table, mask, rows=rows)  # (n, w, 2H)
 
 
 def _one_group_fits(positions: int, device: torch.device) -> bool:
@@ -55,9 +73,11 @@ class HANConfig:
     alpha_min: float = 0.05  # HPAN threshold at the word level
     alpha_min_sentence: float | None = None  # HPAN threshold at the sentence level (None: same)
     dropout: float = 0.0  # on embeddings and on the document vector (HPAN/HSAN: 0.1)
-    length_groups: int = 0  # word encoder's length-sorted groups: 0 picks them per batch (CPU: least padding + steps; GPU: one), n: n equal groups
-    group_step_cost: float = 1024.0  # with length_groups=0: padded positions one more recurrence step is worth (measured on CPU)
-    packed_rnn: bool = False  # both BiGRUs as one packed-sequence call each, no length groups (on an H100: 4x slower than one padded group)
+    # word encoder's length-sorted groups: 0 picks them per batch (CPU: least padding + steps; GPU: one), n: n equal
+    length_groups: int = 0
+    group_step_cost: float = 1024.0  # with length_groups=0: padded positions one more recurrence step is worth (CPU)
+    # both BiGRUs as one packed-sequence call each, no length groups (on a GPU slower than one padded group)
+    packed_rnn: bool = False
 
 
 class Pooling(nn.Module):
@@ -87,7 +107,7 @@ class Pooling(nn.Module):
 
 
 class HAN(nn.Module):
-    layout = "hierarchical"
+    layout = HIERARCHICAL
 
     def __init__(self, vocab_size: int, num_classes: int, **hparams):
         super().__init__()
@@ -105,64 +125,61 @@ class HAN(nn.Module):
     def hparams(self) -> dict:
         return asdict(self.config)
 
-    def encode_sentences(self, words: torch.Tensor, word_mask: torch.Tensor, need_weights: bool = False):
-        """Sentence vectors (S, 2H) from word ids (S, W), with word weights (S, W) and pruned mask.
+    def attention_kinds(self) -> tuple[AttentionKind, ...]:
+        return pooling_kinds(("word", "sentence"), self.config.pooling)
 
-        Sentences of a batch vary a lot in length, so they are encoded in length-sorted groups,
-        each padded only to its own longest sentence (`length_groups`). The groups are cut from
-        the word *ids* and embedded in one flat lookup that is then split: slicing an embedded
-        tensor instead would make autograd zero-fill a full (S, W, E) gradient once per group.
-        On a GPU a recurrence step costs about the same for 10 rows or 10,000, so the automatic
-        choice there is one group (the fewest sequential steps, no host sync to size the groups)
-        unless padding everything to the longest sentence would be huge (large inference batches).
+    def encode_sentences(self, words: torch.Tensor, word_mask: torch.Tensor, need_weights: bool = False):
+        """Sentence vectors s_i (S, 2H) from word ids (S, W), with word weights (S, W) and pruned mask.
+
+        The execution strategy is chosen here; all give the reference path's numbers. ``packed_rnn``, or
+        a GPU where one padded group fits (a recurrence step costs about the same for 10 rows or
+        10,000), runs the reference; otherwise length-sorted groups (``encode_in_groups``).
         """
-        S, W = words.shape
-        one_group = words.device.type != "cpu" and (
-            self.config.length_groups == 1 or (self.config.length_groups == 0 and _one_group_fits(S * W, words.device)))
-        if self.word_encoder.packed or one_group:  # every sentence in one call
-            h = self.word_encoder(self.dropout(self.embedding(words)), word_mask)  # (S, W, 2H)
-            return self.word_pool(h, word_mask, need_weights)
-        lengths = word_mask.sum(1).cpu()  # on a GPU the one host sync: groups and widths are sized here
-        chunks = length_groups(lengths, min(self.config.length_groups, S), self.config.group_step_cost)
-        widths = [int(lengths[rows].max()) for rows in chunks]
-        order = torch.cat(chunks).to(words.device)
-        chunks = torch.split(order, [len(rows) for rows in chunks])
-        ids = [words[rows, :w] for rows, w in zip(chunks, widths)]  # integers: no gradient
-        masks = [word_mask[rows, :w] for rows, w in zip(chunks, widths)]
-        flat_ids = torch.cat([g.reshape(-1) for g in ids])
-        sizes = [g.numel() for g in ids]
-        enc = self.word_encoder
-        if enc.fused_on(words.device) and not (self.training and self.config.dropout > 0):
-            # the input gates depend on the word alone: project each distinct word of the batch once
-            # (a third of the positions on IMDB) into a table the recurrence reads, eq. 1-2 unchanged
-            vocab, where = torch.unique(flat_ids, return_inverse=True)
-            table = enc.input_gates(self.embedding(vocab))  # (distinct words, 6H)
-            inputs = [(table, r.view(g.shape)) for r, g in zip(torch.split(where, sizes), ids)]
-            encode = lambda x, m: enc.forward_gates(x[0], m, rows=x[1])  # noqa: E731
+        if self.word_encoder.packed or self._one_group(words):
+            return self.encode_words(words, word_mask, need_weights)
+        return self.encode_in_groups(words, word_mask, need_weights)
+
+    def encode_words(self, words: torch.Tensor, word_mask: torch.Tensor, need_weights: bool = False):
+        """The reference path, the paper's word level on sentences all padded to one width."""
+        x = self.dropout(self.embedding(words))  # (S, W, E)   x_it = W_e w_it
+        h = self.word_encoder(x, word_mask)  # (S, W, 2H)   eq. 1-4: h_it = [GRU->(x_it), GRU<-(x_it)]
+        return self.word_pool(h, word_mask, need_weights)  # (S, 2H)   eq. 5-7: u_it, a_it, s_i = sum_t a_it h_it
+
+    def _one_group(self, words: torch.Tensor) -> bool:
+        """Whether every sentence goes in one padded group: on a GPU (fewest steps, no host sync) where it fits."""
+        groups = self.config.length_groups
+        on_gpu = words.device.type != "cpu"
+        return on_gpu and (groups == 1 or (groups == 0 and _one_group_fits(words.numel(), words.device)))
+
+    def encode_in_groups(self, words: torch.Tensor, word_mask: torch.Tensor, need_weights: bool = False):
+        """``encode_words`` on length-sorted groups of sentences, each padded only to its own longest one.
+
+        On the CPU kernel, without dropout, the input gates depend on the word alone (eq. 1-4 unchanged):
+        each distinct word of the batch is projected once into a table the recurrence reads.
+        """
+        cfg, rnn = self.config, self.word_encoder
+        groups = LengthGroups(word_mask, cfg.length_groups, cfg.group_step_cost)
+        if rnn.fused_on(words.device) and not (self.training and cfg.dropout > 0):
+            vocab, inputs = groups.distinct_words(words)  # [(n, w)]: rows of the table
+            table = rnn.input_gates(self.embedding(vocab))  # (distinct words, 6H)
+            encode = partial(_read_gate_table, rnn, table)
         else:
-            flat = self.dropout(self.embedding(flat_ids))  # (sum rows*w, E)
-            inputs = [x.view(*g.shape, -1) for x, g in zip(torch.split(flat, sizes), ids)]
-            encode = enc
-        pooled, weights, pruned = [], [], []
-        for x, m in zip(inputs, masks):
-            h = encode(x, m)  # (rows, w, 2H)   eq. 2-4
-            s, a, p = self.word_pool(h, m, need_weights)  # (rows, 2H)   eq. 5-7
-            pooled.append(s)
-            weights.append(None if a is None else F.pad(a, (0, W - a.shape[1])))
-            pruned.append(None if p is None else F.pad(p, (0, W - p.shape[1])))
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(S, device=order.device)
-        out = torch.cat(pooled)[inverse]  # (S, 2H), rows back in batch order
-        att = torch.cat(weights)[inverse] if weights[0] is not None else None
-        prn = torch.cat(pruned)[inverse] if pruned[0] is not None else None
-        return out, att, prn
+            inputs = groups.embed(lambda ids: self.dropout(self.embedding(ids)), words)  # [(n, w, E)]
+            encode = rnn
+
+        def encode_group(x, mask):
+            s, a, pruned = self.word_pool(encode(x, mask), mask, need_weights)  # (n, 2H)   eq. 1-7
+            return s, {name: w for name, w in (("word", a), ("pruned", pruned)) if w is not None}
+
+        s, weights = groups.run(encode_group, inputs)  # (S, 2H), rows back in batch order
+        return s, weights.get("word"), weights.get("pruned")
 
     def forward(self, batch: HierarchicalBatch, return_attention: bool = False) -> ModelOutput:
         s, word_w, word_pruned = self.encode_sentences(batch.words, batch.word_mask, return_attention)  # (S, 2H)
         sent = s[batch.sentence_index]  # (B, L, 2H): sentences back in document order
         mask = batch.sentence_mask  # (B, L)
-        h = self.sentence_encoder(sent, mask)  # (B, L, 2H)   eq. 8
-        v, sent_w, sent_pruned = self.sentence_pool(h, mask, return_attention)  # (B, 2H)   eq. 9-10
+        h = self.sentence_encoder(sent, mask)  # (B, L, 2H)   eq. 1-4 over sentences: h_i = [GRU->(s_i), GRU<-(s_i)]
+        v, sent_w, sent_pruned = self.sentence_pool(h, mask, return_attention)  # (B, 2H)   eq. 8-10
         logits = self.classifier(self.dropout(v))  # (B, C)   eq. 11
         out = ModelOutput(logits=logits)
         if word_pruned is not None:
@@ -178,7 +195,9 @@ class HAN(nn.Module):
 
 
 def _variant(name: str, description: str, **defaults):
-    @register_model(name, description=description, paper=HAN_PAPER, layout="hierarchical", training=HAN_TRAINING, **defaults)
+    @register_model(
+        name, description=description, paper=HAN_PAPER, layout=HIERARCHICAL, training=HAN_TRAINING, **defaults
+    )
     def build(vocab_size: int, num_classes: int, **hparams) -> HAN:
         return HAN(vocab_size, num_classes, **hparams)
 

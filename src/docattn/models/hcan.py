@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import torch
 import torch.nn as nn
@@ -64,7 +65,9 @@ import torch.nn.functional as F
 from docattn.data.batching import FlatBatch, HierarchicalBatch
 from docattn.errors import ConfigError
 from docattn.models import register_model
-from docattn.models.layers import attend, length_groups, masked_max, masked_softmax, max_pool_shares
+from docattn.models.contract import FLAT, HIERARCHICAL, AttentionKind, pooling_kinds
+from docattn.models.grouping import LengthGroups
+from docattn.models.layers import attend, masked_max, masked_softmax, max_pool_shares
 from docattn.models.output import ModelOutput
 
 HCAN_PAPER = "Gao et al. 2018, Hierarchical Convolutional Attention Networks for Text Classification"
@@ -83,8 +86,15 @@ _TRAINING = {"optimizer": "adam", "lr": 2e-4, "betas": (0.9, 0.99), "batch_size"
 # matrix; IMDB has one training sentence over 1000), flat variants each document's first 1000 tokens.
 # the configuration HCAN was measured at on two CPU cores (benchmarks/README.md, "The IMDB comparison in one
 # command"): the paper's d 512 / 8 heads trains at a few documents/s there
-HCAN_CPU = {"lr": 2e-3, "schedule": "cosine", "val_per_epoch": 2, "max_epochs": 3, "d_model": 64, "heads": 4,
-            "embedding_dim": 64}
+HCAN_CPU = {
+    "lr": 2e-3,
+    "schedule": "cosine",
+    "val_per_epoch": 2,
+    "max_epochs": 3,
+    "d_model": 64,
+    "heads": 4,
+    "embedding_dim": 64,
+}
 HCAN_TRAINING = {**_TRAINING, "max_words": 1000, "max_batch_pairs": 8_000_000}
 CAN_TRAINING = {**_TRAINING, "max_tokens": 1000, "max_batch_pairs": 8_000_000}
 
@@ -98,9 +108,13 @@ class HCANConfig:
     max_positions: int = 1024  # rows of each positional table; later positions share the last row
     self_attentions: int = 2  # 2: LayerNorm(A(x) * B(x)) (eq. 4); 1: LayerNorm(A(x))
     pooling: str = "target"  # "target": target attention (eq. 5); "max": max over real positions
-    length_groups: int = 0  # hierarchical word level: 0 picks length-sorted groups per batch (CPU: by cost; GPU: one), n: n equal groups
+    length_groups: int = (
+        0  # hierarchical word level: 0 picks length-sorted groups per batch (CPU: by cost; GPU: one), n: n equal groups
+    )
     group_step_cost: float = 1024.0  # with length_groups=0: padded positions one more group is worth (measured on CPU)
-    group_quadratic: float = 0.1  # with length_groups=0: a row of width W costs W + this * W^2 (self-attention's scores)
+    group_quadratic: float = (
+        0.1  # with length_groups=0: a row of width W costs W + this * W^2 (self-attention's scores)
+    )
 
     def __post_init__(self):
         if self.d_model % self.heads:
@@ -233,10 +247,27 @@ class HierarchyBlock(nn.Module):
         return v, weights
 
 
+def hierarchy_kinds(level: str, cfg: HCANConfig, pooled: str, heads: str, matrices: str) -> tuple[AttentionKind, ...]:
+    """The attentions one hierarchy reports at ``level``, with the shapes of its pooled, per-head and self weights."""
+    if cfg.pooling == "target":
+        kinds = (
+            AttentionKind(level, level, "pooling", pooled, "target attention averaged over heads, eq. 5"),
+            AttentionKind(f"{level}_heads", level, "heads", heads, "target attention of each head, eq. 5"),
+        )
+    else:
+        kinds = pooling_kinds((level,), "max")
+    prefix = "" if level == "token" else f"{level}_"
+    for name in "ab"[: cfg.self_attentions]:
+        kinds += (
+            AttentionKind(f"{prefix}self_{name}", level, "self", matrices, f"self-attention {name.upper()}, eq. 2-4"),
+        )
+    return kinds
+
+
 class _ConvAttentionBase(nn.Module):
     """What the flat and hierarchical models share: config, embedding, classifier."""
 
-    layout = "flat"
+    layout = FLAT
 
     def __init__(self, vocab_size: int, num_classes: int, **hparams):
         super().__init__()
@@ -257,11 +288,14 @@ class _ConvAttentionBase(nn.Module):
 class ConvAttentionNetwork(_ConvAttentionBase):
     """Flat "Conv Attention Network": one hierarchy over the whole document (FlatBatch, truncated at max_tokens)."""
 
-    layout = "flat"
+    layout = FLAT
 
     def __init__(self, vocab_size: int, num_classes: int, **hparams):
         super().__init__(vocab_size, num_classes, **hparams)
         self.document = HierarchyBlock(self.config.embedding_dim, self.config)
+
+    def attention_kinds(self) -> tuple[AttentionKind, ...]:
+        return hierarchy_kinds("token", self.config, "(B, T)", "(B, h, T)", "(B, h, T, T)")
 
     def forward(self, batch: FlatBatch, return_attention: bool = False) -> ModelOutput:
         x = self.embedding(batch.tokens)  # (B, T, E)
@@ -283,40 +317,31 @@ class ConvAttentionNetwork(_ConvAttentionBase):
 class HCAN(_ConvAttentionBase):
     """Hierarchical: words -> sentence vectors (one hierarchy per sentence) -> document vector."""
 
-    layout = "hierarchical"
+    layout = HIERARCHICAL
 
     def __init__(self, vocab_size: int, num_classes: int, **hparams):
         super().__init__(vocab_size, num_classes, **hparams)
         self.word_hierarchy = HierarchyBlock(self.config.embedding_dim, self.config)
         self.sentence_hierarchy = HierarchyBlock(self.config.d_model, self.config)
 
+    def attention_kinds(self) -> tuple[AttentionKind, ...]:
+        return (
+            *hierarchy_kinds("word", self.config, "(B, L, W)", "(B, L, h, W)", "(S, h, W, W)"),
+            *hierarchy_kinds("sentence", self.config, "(B, L)", "(B, h, L)", "(B, h, L, L)"),
+        )
+
     def encode_sentences(self, words: torch.Tensor, word_mask: torch.Tensor, need_weights: bool = False):
         """Sentence vectors (S, d) from word ids (S, W), with the word hierarchy's weights padded to W."""
-        S, W = words.shape
         cfg = self.config
-        if cfg.length_groups == 1 or S < 2 or (cfg.length_groups == 0 and words.is_cuda):
-            return self.word_hierarchy(self.embedding(words), word_mask, need_weights)
-        # sentences of a batch vary a lot in length: run length-sorted groups, each padded only to
-        # its own longest sentence (outputs do not depend on padding), then restore the row order
-        # The groups are cut from the word ids and embedded in one flat lookup that is then split:
-        # one lookup per group would make autograd zero-fill a dense (vocabulary, E) gradient per
-        # group, which took 40% of a CPU training step at 20 groups and a 25k vocabulary.
-        lengths = word_mask.sum(1).cpu()
-        chunks = length_groups(lengths, min(cfg.length_groups, S), cfg.group_step_cost, cfg.group_quadratic)
-        order = torch.cat(chunks).to(words.device)
-        widths = [max(int(lengths[rows].max()), 1) for rows in chunks]
-        chunks = torch.split(order, [len(rows) for rows in chunks])
-        ids = [words[rows, :w] for rows, w in zip(chunks, widths)]  # integers: no gradient
-        embedded = torch.split(self.embedding(torch.cat([g.reshape(-1) for g in ids])), [g.numel() for g in ids])
-        vectors, weights = [], {}
-        for rows, w_max, g, x in zip(chunks, widths, ids, embedded):
-            v, w = self.word_hierarchy(x.view(*g.shape, -1), word_mask[rows, :w_max], need_weights)
-            vectors.append(v)  # (n, d)
-            for key, value in w.items():  # "pool" (n, [h,] w_max), "self_*" (n, h, w_max, w_max)
-                pad = (0, W - w_max, 0, W - w_max) if key.startswith("self") else (0, W - w_max)
-                weights.setdefault(key, []).append(F.pad(value, pad))
-        restore = torch.argsort(order)  # (S,)
-        return torch.cat(vectors)[restore], {k: torch.cat(parts)[restore] for k, parts in weights.items()}
+        if cfg.length_groups == 1 or words.shape[0] < 2 or (cfg.length_groups == 0 and words.is_cuda):
+            return self.word_hierarchy(self.embedding(words), word_mask, need_weights)  # one group, padded to W
+        # length-sorted groups, each padded only to its own longest sentence (outputs do not depend on padding)
+        groups = LengthGroups(word_mask, cfg.length_groups, cfg.group_step_cost, cfg.group_quadratic, min_width=1)
+        embedded = groups.embed(self.embedding, words)  # [(n, w, E)]
+        encode = partial(
+            self.word_hierarchy, need_weights=need_weights
+        )  # (n, d), {"pool": (n, [h,] w), "self_*": (n, h, w, w)}
+        return groups.run(encode, embedded, pairwise=("self_a", "self_b"))  # (S, d), weights padded to W
 
     def forward(self, batch: HierarchicalBatch, return_attention: bool = False) -> ModelOutput:
         s, ww = self.encode_sentences(batch.words, batch.word_mask, return_attention)  # (S, d)
@@ -345,8 +370,9 @@ def _variant(name: str, description: str, hierarchical: bool, **defaults):
     cls = HCAN if hierarchical else ConvAttentionNetwork
     training = HCAN_TRAINING if hierarchical else CAN_TRAINING
 
-    @register_model(name, description=description, paper=HCAN_PAPER, layout=cls.layout, training=training, cpu=HCAN_CPU,
-                    **defaults)
+    @register_model(
+        name, description=description, paper=HCAN_PAPER, layout=cls.layout, training=training, cpu=HCAN_CPU, **defaults
+    )
     def build(vocab_size: int, num_classes: int, **hparams):
         return cls(vocab_size, num_classes, **hparams)
 
@@ -358,7 +384,13 @@ TABLE_2 = [
     ("can-one-max", False, 1, "max", "Conv Attention Network (flat): one conv self-attention, max-pool"),
     ("can-one-target", False, 1, "target", "Conv Attention Network (flat): one conv self-attention, target attention"),
     ("can-two-max", False, 2, "max", "Conv Attention Network (flat): two conv self-attentions (A*B), max-pool"),
-    ("can-two-target", False, 2, "target", "Conv Attention Network (flat): two conv self-attentions (A*B), target attention"),
+    (
+        "can-two-target",
+        False,
+        2,
+        "target",
+        "Conv Attention Network (flat): two conv self-attentions (A*B), target attention",
+    ),
     ("hcan-one-max", True, 1, "max", "HCAN: one conv self-attention, max-pool, at both levels"),
     ("hcan-one-target", True, 1, "target", "HCAN: one conv self-attention, target attention, at both levels"),
     ("hcan-two-max", True, 2, "max", "HCAN: two conv self-attentions (A*B), max-pool, at both levels"),

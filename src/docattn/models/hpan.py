@@ -7,25 +7,48 @@ HPAN zeroes softmax weights under alpha_min and renormalises, HSAN uses sparsema
 from __future__ import annotations
 
 from docattn.models import register_model
+from docattn.models.contract import HIERARCHICAL
 from docattn.models.han import HAN
 
 PAPER = "Ribeiro et al., Hierarchical Pruned / Sparsemax Attention Networks"
 TRAINING = {"optimizer": "adam", "lr": 1e-3, "batch_size": 64, "max_epochs": 3}
 
 
-@register_model("hpan", description="HAN with pruned attention (weights < alpha_min zeroed, renormalised)",
-                paper=PAPER, layout="hierarchical", training=TRAINING, normalizer="pruned", alpha_min=0.05, dropout=0.1)
+@register_model(
+    "hpan",
+    description="HAN with pruned attention (weights < alpha_min zeroed, renormalised)",
+    paper=PAPER,
+    layout=HIERARCHICAL,
+    training=TRAINING,
+    normalizer="pruned",
+    alpha_min=0.05,
+    dropout=0.1,
+)
 def hpan(vocab_size: int, num_classes: int, **hparams) -> HAN:
     return HAN(vocab_size, num_classes, **hparams)
 
 
-@register_model("hsan", description="HAN with sparsemax attention at both levels",
-                paper=PAPER, layout="hierarchical", training=TRAINING, normalizer="sparsemax", dropout=0.1)
+@register_model(
+    "hsan",
+    description="HAN with sparsemax attention at both levels",
+    paper=PAPER,
+    layout=HIERARCHICAL,
+    training=TRAINING,
+    normalizer="sparsemax",
+    dropout=0.1,
+)
 def hsan(vocab_size: int, num_classes: int, **hparams) -> HAN:
     return HAN(vocab_size, num_classes, **hparams)
 
 
-@register_model("hsan-entmax15", description="HSAN with 1.5-entmax instead of sparsemax (less sparse)",
-                paper=PAPER, layout="hierarchical", training=TRAINING, normalizer="entmax15", dropout=0.1)
+@register_model(
+    "hsan-entmax15",
+    description="HSAN with 1.5-entmax instead of sparsemax (less sparse)",
+    paper=PAPER,
+    layout=HIERARCHICAL,
+    training=TRAINING,
+    normalizer="entmax15",
+    dropout=0.1,
+)
 def hsan_entmax15(vocab_size: int, num_classes: int, **hparams) -> HAN:
     return HAN(vocab_size, num_classes, **hparams)

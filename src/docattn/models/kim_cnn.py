@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from docattn.data.batching import FlatBatch
 from docattn.models import register_model
+from docattn.models.contract import FLAT, AttentionKind
 from docattn.models.output import ModelOutput
 
 PAPER = "Kim 2014, Convolutional Neural Networks for Sentence Classification (HCAN Table 2 baseline)"
@@ -40,7 +41,7 @@ class KimCNNConfig:
 
 
 class KimCNN(nn.Module):
-    layout = "flat"
+    layout = FLAT
 
     def __init__(self, vocab_size: int, num_classes: int, **hparams):
         super().__init__()
@@ -53,6 +54,10 @@ class KimCNN(nn.Module):
 
     def hparams(self) -> dict:
         return asdict(self.config)
+
+    def attention_kinds(self) -> tuple[AttentionKind, ...]:
+        meaning = "the share of the pooled feature maps whose winning window covers each word"
+        return (AttentionKind("token", "token", "pooling", "(B, T)", meaning, computed=False),)
 
     def forward(self, batch: FlatBatch, return_attention: bool = False) -> ModelOutput:
         mask = batch.mask  # (B, T)
@@ -101,7 +106,12 @@ class KimCNN(nn.Module):
         return weights / n_maps
 
 
-@register_model("kim-cnn", description="Word CNN (Kim 2014): windows 3/4/5 x 100 maps, max-pool, dropout 0.5",
-                paper=PAPER, layout="flat", training=TRAINING)
+@register_model(
+    "kim-cnn",
+    description="Word CNN (Kim 2014): windows 3/4/5 x 100 maps, max-pool, dropout 0.5",
+    paper=PAPER,
+    layout=FLAT,
+    training=TRAINING,
+)
 def kim_cnn(vocab_size: int, num_classes: int, **hparams) -> KimCNN:
     return KimCNN(vocab_size, num_classes, **hparams)

@@ -13,7 +13,8 @@ class ModelOutput:
 
     Attention keys by model family: "word" (B, L, W) and "sentence" (B, L) for hierarchical
     models, "token" (B, T) for flat pooling, "self" lists of (B, heads, T, T) matrices.
-    ``stats`` carries cheap diagnostics such as the share of pruned weights.
+    Each model lists its keys as typed records, ``model.attention_kinds()`` (``contract.AttentionKind``:
+    level, shape, meaning). ``stats`` carries cheap diagnostics such as the share of pruned weights.
     """
 
     logits: torch.Tensor  # (B, num_classes)

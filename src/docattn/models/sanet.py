@@ -27,10 +27,10 @@ from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from docattn.data.batching import FlatBatch
 from docattn.models import register_model
+from docattn.models.contract import FLAT, AttentionKind, pooling_kinds
 from docattn.models.layers import attend, masked_max, masked_softmax, max_pool_shares, sinusoidal_encoding
 from docattn.models.output import ModelOutput
 
@@ -52,9 +52,19 @@ SANET_TRAINING = {
 SANET_BIG_TRAINING = {**SANET_TRAINING, "lr": 0.005, "embedding_lr": 0.0005}
 # the configuration SANet base was measured at on two CPU cores (benchmarks/README.md, "The IMDB comparison in
 # one command"): Adam instead of 40 epochs of SGD
-SANET_CPU = {"optimizer": "adam", "lr": 2e-3, "batch_size": 64, "schedule": "cosine", "val_per_epoch": 2,
-             "max_epochs": 3, "scaled": True, "d_model": 128, "embedding_dim": 200, "position_scale": 0.1,
-             "embedding_lr": 2.5e-4}
+SANET_CPU = {
+    "optimizer": "adam",
+    "lr": 2e-3,
+    "batch_size": 64,
+    "schedule": "cosine",
+    "val_per_epoch": 2,
+    "max_epochs": 3,
+    "scaled": True,
+    "d_model": 128,
+    "embedding_dim": 200,
+    "position_scale": 0.1,
+    "embedding_lr": 2.5e-4,
+}
 
 
 @dataclass
@@ -131,7 +141,7 @@ class SelfAttentionBlock(nn.Module):
 
 
 class SANet(nn.Module):
-    layout = "flat"
+    layout = FLAT
 
     def __init__(self, vocab_size: int, num_classes: int, **hparams):
         super().__init__()
@@ -146,6 +156,12 @@ class SANet(nn.Module):
 
     def hparams(self) -> dict:
         return asdict(self.config)
+
+    def attention_kinds(self) -> tuple[AttentionKind, ...]:
+        kinds = pooling_kinds(("token",), "max")
+        if self.config.attention:
+            kinds += (AttentionKind("self", "token", "self", "(B, N, T, T)", "each block's self-attention, N blocks"),)
+        return kinds
 
     def forward(self, batch: FlatBatch, return_attention: bool = False) -> ModelOutput:
         tokens, mask = batch.tokens, batch.mask  # (B, T)
@@ -169,7 +185,9 @@ class SANet(nn.Module):
 
 
 def _variant(name: str, description: str, training: dict, cpu: dict | None = None, **defaults):
-    @register_model(name, description=description, paper=SANET_PAPER, layout="flat", training=training, cpu=cpu, **defaults)
+    @register_model(
+        name, description=description, paper=SANET_PAPER, layout=FLAT, training=training, cpu=cpu, **defaults
+    )
     def build(vocab_size: int, num_classes: int, **hparams) -> SANet:
         return SANet(vocab_size, num_classes, **hparams)
 
@@ -180,7 +198,18 @@ BASE = {"embedding_dim": 100, "d_model": 128, "layers": 1}
 BIG = {"embedding_dim": 200, "d_model": 256, "layers": 2}
 _variant("sanet", "SANet base: 1 self-attention block, d 128, global max pooling", SANET_TRAINING, SANET_CPU, **BASE)
 _variant("sanet-big", "SANet big: 2 self-attention blocks, d 256, global max pooling", SANET_BIG_TRAINING, **BIG)
-_variant("sanet-noatt", "SANet base baseline: self-attention replaced by a feed-forward layer",
-         SANET_TRAINING, SANET_CPU, attention=False, **BASE)
-_variant("sanet-big-noatt", "SANet big baseline: self-attention replaced by a feed-forward layer",
-         SANET_BIG_TRAINING, attention=False, **BIG)
+_variant(
+    "sanet-noatt",
+    "SANet base baseline: self-attention replaced by a feed-forward layer",
+    SANET_TRAINING,
+    SANET_CPU,
+    attention=False,
+    **BASE,
+)
+_variant(
+    "sanet-big-noatt",
+    "SANet big baseline: self-attention replaced by a feed-forward layer",
+    SANET_BIG_TRAINING,
+    attention=False,
+    **BIG,
+)
