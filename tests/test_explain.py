@@ -18,7 +18,7 @@ from docattn.data.encoding import EncodedCorpus
 from docattn.data.text import UNK
 from docattn.explain.faithfulness import compact, fit_to_limits, top_fraction
 from docattn.explain.rationale import average_precision, model_rationales, precision_recall_at, rationale_metrics, rationale_scores
-from docattn.explain.stats import diagonality, entropy, gini, zero_share
+from docattn.explain.metrics import diagonality, entropy, gini, zero_share
 
 # tiny hyper-parameters of the models used here (fast on two shared CPU cores)
 TINY = {
@@ -327,7 +327,7 @@ def test_html_views_per_head_or_query(splits, tmp_path_factory, tmp_path):
 
 def test_attention_matrix_figures(self_attention, splits, tmp_path, test_file):
     from docattn.explain.plots import plot_attention_matrix
-    from docattn.explain.stats import document_matrices
+    from docattn.explain.collect import document_matrices
 
     clf, run = self_attention
     short = int(np.argmin([sum(len(s.split()) for s in doc) for doc in splits["test"].sentences]))  # fewer labels to draw
@@ -476,7 +476,7 @@ def test_attention_stats(han, test_file):
 
 def test_diagonality_has_the_uniform_reference_of_the_same_lengths():
     """Diagonality grows as documents shorten; the summary says what uniform attention over the same words gives."""
-    from docattn.explain.stats import _Summary
+    from docattn.explain.metrics import AttentionSummary as _Summary
 
     mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=bool)
     real = mask[:, :, None] & mask[:, None, :]
@@ -494,7 +494,7 @@ def test_diagonality_has_the_uniform_reference_of_the_same_lengths():
 
 def test_column_gini_tells_every_word_attending_to_one_word_from_a_diagonal_band():
     """SANet's topic matrices are columns (all queries look at the same words), its sentiment ones bands."""
-    from docattn.explain.stats import _Summary
+    from docattn.explain.metrics import AttentionSummary as _Summary
 
     T = 8
     column = np.zeros((1, T, T))
@@ -513,7 +513,7 @@ def test_column_gini_tells_every_word_attending_to_one_word_from_a_diagonal_band
 
 
 def test_attention_stats_self_attention_diagonality(self_attention, splits):
-    from docattn.explain.stats import attention_statistics
+    from docattn.explain.collect import attention_statistics
 
     clf, _ = self_attention
     out = attention_statistics(clf, splits["test"].subset(range(8)))

@@ -288,7 +288,7 @@ def test_default_rate_keeps_paper_size_sentence_attention_alive(synthetic):
     """At d 512, Adam at 1e-3 collapses the sentence self-attention towards one-hot within ten steps
     (on IMDB 80% of its weights end at exactly 0 and accuracy stays at chance); the registered rate
     must keep it spread. Same start, same batches, only the rate differs."""
-    from docattn.explain.stats import attention_summary
+    from docattn.explain.collect import attention_summary
 
     train = synthetic.splits["train"]
     probe = make_batch(train, np.arange(32), "hierarchical", {})

@@ -29,7 +29,7 @@ document left empty becomes a single <unk> word. Documents are first cut to the 
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -94,7 +94,9 @@ def fit_to_limits(enc: EncodedCorpus, layout: str, limits: dict) -> EncodedCorpu
         keep &= (rank < n_sent[sent_doc])[sent_of_tok]
         keep &= np.arange(len(enc.tokens)) - enc.sentence_offsets[sent_of_tok] < width[sent_doc][sent_of_tok]
     elif layout == "flat":
-        keep &= np.arange(len(enc.tokens)) - document_starts(enc)[token_documents(enc)] < keys[:, 0][token_documents(enc)]
+        keep &= (
+            np.arange(len(enc.tokens)) - document_starts(enc)[token_documents(enc)] < keys[:, 0][token_documents(enc)]
+        )
     return enc if keep.all() else compact(enc, keep)
 
 
@@ -133,7 +135,7 @@ def _ids_and_mask(batch):
 
 def attention_scores(clf, enc: EncodedCorpus, batch_size: int = 32) -> np.ndarray | None:
     """Per token of ``enc``: the model's attention (hierarchical: sqrt(p_sentence) * p_word); None without attention."""
-    from docattn.explain.stats import attention_batches, document_word_mask
+    from docattn.explain.collect import attention_batches, document_word_mask
 
     out = np.full(len(enc.tokens), np.nan)
     for batch, result in attention_batches(clf, enc, batch_size):
@@ -183,7 +185,11 @@ def embedding_attribution(model, batch, target, steps: int | None = None):
     finally:
         probe.remove()
     direct = calls[:1] == [tuple(e.shape)] and len(calls) == 2  # one call in the forward, one here
-    run_batch = batch if direct else dataclasses.replace(batch, **{field: torch.arange(ids.numel(), device=ids.device).view_as(ids)})
+    run_batch = (
+        batch
+        if direct
+        else dataclasses.replace(batch, **{field: torch.arange(ids.numel(), device=ids.device).view_as(ids)})
+    )
     stash: list = []
 
     def pre_hook(module, args):
@@ -223,12 +229,14 @@ def embedding_attribution(model, batch, target, steps: int | None = None):
     return (total / len(alphas) * (e - base)).sum(-1)
 
 
-def gradient_scores(clf, enc: EncodedCorpus, target: np.ndarray, steps: int | None = None, batch_size: int = 32) -> np.ndarray | None:
+def gradient_scores(
+    clf, enc: EncodedCorpus, target: np.ndarray, steps: int | None = None, batch_size: int = 32
+) -> np.ndarray | None:
     """Per token of ``enc``: gradient x input (``steps`` None) or integrated gradients toward ``target`` classes."""
     import torch
 
     from docattn.errors import ConfigError
-    from docattn.explain.stats import model_device
+    from docattn.explain.collect import model_device
     from docattn.training.inference import iter_batches
 
     if steps is not None and steps < 1:
@@ -272,7 +280,7 @@ def faithfulness(
     """
     from docattn.data.corpus import Corpus, to_corpus
     from docattn.errors import ConfigError, DataError
-    from docattn.explain.stats import unlabelled
+    from docattn.explain.collect import unlabelled
 
     unknown = set(methods) - set(METHODS)
     if unknown:
@@ -291,9 +299,13 @@ def faithfulness(
     full = probabilities(clf, enc, batch_size)
     pred = full.argmax(1)
     p_full = full[rows, pred]
-    result = {"model": clf.model_name, "documents": len(enc), "percents": list(percents),
-              "mean_words": float(enc.token_counts.mean()) if len(enc) else 0.0,
-              "methods": {}}
+    result = {
+        "model": clf.model_name,
+        "documents": len(enc),
+        "percents": list(percents),
+        "mean_words": float(enc.token_counts.mean()) if len(enc) else 0.0,
+        "methods": {},
+    }
     if corpus.labels is not None:
         try:
             gold = np.asarray(clf.labels.encode(corpus.labels, "faithfulness data"))
@@ -303,7 +315,10 @@ def faithfulness(
     for method in methods:
         t0 = time.perf_counter()
         if method == "attention":
-            scores, why = attention_scores(clf, enc, batch_size), f"model {clf.model_name!r} returns no word/token attention"
+            scores, why = (
+                attention_scores(clf, enc, batch_size),
+                f"model {clf.model_name!r} returns no word/token attention",
+            )
         elif method == "random":
             scores, why = np.random.default_rng(seed).random(len(enc.tokens)), ""
         else:
@@ -342,16 +357,30 @@ def captum_integrated_gradients(clf, enc: EncodedCorpus, target: np.ndarray, ste
     model = clf.model
     model.eval()
     if model.layout == "hierarchical":
-        raise NotImplementedError("the Captum cross-check covers flat models (a hierarchical batch's rows are sentences)")
+        raise NotImplementedError(
+            "the Captum cross-check covers flat models (a hierarchical batch's rows are sentences)"
+        )
     batch = make_batch(enc, np.arange(len(enc)), model.layout, clf.limits)
 
     def forward(tokens, mask):
-        return model(FlatBatch(tokens=tokens, mask=mask, labels=torch.zeros(len(tokens), dtype=torch.long),
-                               documents=torch.arange(len(tokens)))).logits
+        return model(
+            FlatBatch(
+                tokens=tokens,
+                mask=mask,
+                labels=torch.zeros(len(tokens), dtype=torch.long),
+                documents=torch.arange(len(tokens)),
+            )
+        ).logits
 
     lig = LayerIntegratedGradients(forward, model.embedding)
-    attr = lig.attribute(batch.tokens, baselines=torch.zeros_like(batch.tokens), target=torch.as_tensor(target),
-                         additional_forward_args=(batch.mask,), n_steps=steps, method="riemann_middle")
+    attr = lig.attribute(
+        batch.tokens,
+        baselines=torch.zeros_like(batch.tokens),
+        target=torch.as_tensor(target),
+        additional_forward_args=(batch.mask,),
+        n_steps=steps,
+        method="riemann_middle",
+    )
     out = np.full(len(enc.tokens), np.nan)
     out[_batch_positions(enc, batch.documents.numpy())] = attr.sum(-1)[batch.mask].detach().float().numpy()
     return out

@@ -68,9 +68,14 @@ def _word_spans(tokens, weights, within=None, read: int | None = None) -> str:
     for i, (tok, w, p) in enumerate(zip(tokens, weights, within)):
         w, p = _clip(w), _clip(p)
         if i >= read:
-            parts.append(f'<span class="w unread" data-w="0" data-p="0" title="not read (truncated)">{html.escape(tok)}</span>')
+            parts.append(
+                f'<span class="w unread" data-w="0" data-p="0" title="not read (truncated)">{html.escape(tok)}</span>'
+            )
             continue
-        parts.append(f'<span class="w" data-w="{w:.4f}" data-p="{p:.4f}" style="{_shade(w)}" title="{w:.3f}">{html.escape(tok)}</span>')
+        parts.append(
+            f'<span class="w" data-w="{w:.4f}" data-p="{p:.4f}" style="{_shade(w)}" title="{w:.3f}">'
+            f"{html.escape(tok)}</span>"
+        )
     return " ".join(parts)
 
 
@@ -109,7 +114,9 @@ def _body(item: dict, sentence_weights=None, word_weights=None, token_weights=No
             p_s = 0.0 if p_s is None or not math.isfinite(p_s) else float(p_s)
             words = list(words) if words is not None else [0.0] * len(s["tokens"])
             # HAN's rule (Yang et al. 2016, sec. 3.6): word intensity sqrt(p_sentence) * p_word, scaled to the doc max
-            rows.append((p_s, s["tokens"], [math.sqrt(max(p_s, 0.0)) * w for w in words], _scaled(words), s.get("words_read")))
+            rows.append(
+                (p_s, s["tokens"], [math.sqrt(max(p_s, 0.0)) * w for w in words], _scaled(words), s.get("words_read"))
+            )
         top = max((max(r[2], default=0.0) for r in rows), default=0.0) or 1.0
         return "".join(
             f'<div class="sent" data-weight="{_clip(p):.4f}"><div class="bar" title="sentence weight {_clip(p):.3f}">'
@@ -130,11 +137,16 @@ def render_document(item: dict) -> str:
     verdict = ""
     if gold is not None:
         ok = str(gold) == str(item["prediction"])
-        verdict = f' <b class="{"ok" if ok else "bad"}">{"correct" if ok else "wrong"}</b> (gold <bdi>{html.escape(str(gold))}</bdi>)'
+        verdict = (
+            f' <b class="{"ok" if ok else "bad"}">{"correct" if ok else "wrong"}</b> '
+            f"(gold <bdi>{html.escape(str(gold))}</bdi>)"
+        )
     note = _truncation_note(item)
     note = f'<br><span class="trunc">{html.escape(note)}</span>' if note else ""
-    head = (f'<div class="meta"><bdi>{html.escape(str(item.get("id", "")))}</bdi>: predicted '
-            f'<b><bdi>{html.escape(str(item["prediction"]))}</bdi></b>{verdict}<br>{probs}{note}</div>')
+    head = (
+        f'<div class="meta"><bdi>{html.escape(str(item.get("id", "")))}</bdi>: predicted '
+        f"<b><bdi>{html.escape(str(item['prediction']))}</bdi></b>{verdict}<br>{probs}{note}</div>"
+    )
     views = item.get("views") or []
     if not views:
         return f'<div class="doc">{head}{_body(item)}</div>'
@@ -158,8 +170,10 @@ def write_html(items: list[dict], path, title: str = "docattn attention report")
     view_select = ""
     if view_names:
         options = "".join(f'<option value="{html.escape(n)}">{html.escape(n)}</option>' for n in view_names)
-        view_select = (' &nbsp; view: <select onchange="setView(this.value)"><option value="attention">'
-                       f"model attention (mean of heads / queries)</option>{options}</select>")
+        view_select = (
+            ' &nbsp; view: <select onchange="setView(this.value)"><option value="attention">'
+            f"model attention (mean of heads / queries)</option>{options}</select>"
+        )
     controls = (
         '<div class="controls">level: <select onchange="setLevel(this.value)">'
         '<option value="combined">words: sqrt(p_sentence) &times; p_word</option>'
@@ -167,7 +181,7 @@ def write_html(items: list[dict], path, title: str = "docattn attention report")
         '<option value="sentences">sentences only</option></select>' + view_select + "</div>"
     )
     doc = (
-        f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title><style>{_STYLE}</style>"
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_STYLE}</style>'
         f"<script>{_SCRIPT}</script></head><body><h1>{html.escape(title)}</h1>"
         "<p>Bars: sentence attention. Shading: word attention (hierarchical models: sqrt(p_sentence) &times; p_word, "
         "scaled to each document's maximum). Models that pool by max instead of attention show the share of the "
@@ -189,7 +203,9 @@ def write_atomic(path, text: str) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise WriteError(f"cannot write {path}: {err.strerror or err} (its folder cannot be made); write elsewhere") from None
+        raise WriteError(
+            f"cannot write {path}: {err.strerror or err} (its folder cannot be made); write elsewhere"
+        ) from None
     return atomic_write(path, text)
 
 
@@ -209,7 +225,8 @@ def add_attention_views(items: list[dict], clf, corpus, batch_size: int = 32) ->
     """
     import torch
 
-    from docattn.explain.stats import attention_batches, unlabelled
+    from docattn.explain.attention_keys import PER_HEAD, attention_kind
+    from docattn.explain.collect import attention_batches, unlabelled
 
     enc = clf.encode(unlabelled(corpus))
     hierarchical = clf.model.layout == "hierarchical"
@@ -222,15 +239,23 @@ def add_attention_views(items: list[dict], clf, corpus, batch_size: int = 32) ->
                 heads = att["word_heads"].shape[2] if "word_heads" in att else att["sentence_heads"].shape[1]
                 for h in range(heads):
                     sw = att["sentence_heads"][row, h, : len(sentences)].tolist() if "sentence_heads" in att else None
-                    ww = ([_fit(att["word_heads"][row, i, h], len(s["tokens"])) for i, s in enumerate(sentences)]
-                          if "word_heads" in att else None)
+                    ww = (
+                        [_fit(att["word_heads"][row, i, h], len(s["tokens"])) for i, s in enumerate(sentences)]
+                        if "word_heads" in att
+                        else None
+                    )
                     views.append({"name": f"head {h + 1}", "sentence_weights": sw, "word_weights": ww})
             elif not hierarchical:
                 for key in sorted(att):
-                    if (key.endswith("_heads") or key == "queries") and att[key].ndim == 3:
-                        what = "query" if key == "queries" else "head"
+                    kind = attention_kind(key)
+                    if kind is not None and kind.kind == PER_HEAD and att[key].ndim == 3:
                         for h in range(att[key].shape[1]):
-                            views.append({"name": f"{what} {h + 1}", "token_weights": _fit(att[key][row, h], len(item["tokens"]))})
+                            views.append(
+                                {
+                                    "name": f"{kind.axis} {h + 1}",
+                                    "token_weights": _fit(att[key][row, h], len(item["tokens"])),
+                                }
+                            )
             if views:
                 item["views"] = views
     return items

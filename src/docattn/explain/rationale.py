@@ -8,7 +8,7 @@ models, and the token weights for flat ones.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -42,8 +42,9 @@ def _document_scores(item: dict, rationale: dict, sentence_lengths: Sequence[int
     if item.get("layout") == "hierarchical":
         sentences = item["sentences"]
         sent_w = np.array([s["weight"] for s in sentences], dtype=np.float64)
-        scores = np.concatenate([np.sqrt(max(p, 0.0)) * np.asarray(s["word_weights"], dtype=np.float64)
-                                 for p, s in zip(sent_w, sentences)])
+        scores = np.concatenate(
+            [np.sqrt(max(p, 0.0)) * np.asarray(s["word_weights"], dtype=np.float64) for p, s in zip(sent_w, sentences)]
+        )
         lengths = [len(s["tokens"]) for s in sentences]
     else:
         scores = np.asarray(item["token_weights"], dtype=np.float64)
@@ -59,8 +60,12 @@ def _document_scores(item: dict, rationale: dict, sentence_lengths: Sequence[int
     return scores, relevant, sent_w, sent_relevant
 
 
-def rationale_metrics(explanations: list[dict], rationales: list[dict] | None, ks: Sequence[int] = KS,
-                      sentence_lengths: list[Sequence[int]] | None = None) -> dict:
+def rationale_metrics(
+    explanations: list[dict],
+    rationales: list[dict] | None,
+    ks: Sequence[int] = KS,
+    sentence_lengths: list[Sequence[int]] | None = None,
+) -> dict:
     """Attention against ground-truth rationales, averaged over documents.
 
     Returns ``documents``; ``word_auprc`` (average precision of the word scores at finding the
@@ -68,14 +73,18 @@ def rationale_metrics(explanations: list[dict], rationales: list[dict] | None, k
     ``word_r_precision`` (precision at k = the number of deciding words); for hierarchical
     models also ``top_sentence_accuracy`` (the highest-weighted sentence is a deciding one) and
     ``sentence_auprc``. Flat explanations need ``sentence_lengths`` (tokens per sentence of each
-    document, e.g. from ``docattn.explain.stats.surface_tokens``). Empty dict when the model
+    document, e.g. from ``docattn.explain.collect.surface_tokens``). Empty dict when the model
     gives no weights to score.
     """
     if not rationales or not explanations:
         return {}
     first = explanations[0]
     if first.get("layout") == "hierarchical":
-        if not first["sentences"] or first["sentences"][0]["weight"] is None or first["sentences"][0]["word_weights"] is None:
+        if (
+            not first["sentences"]
+            or first["sentences"][0]["weight"] is None
+            or first["sentences"][0]["word_weights"] is None
+        ):
             return {}
     elif first.get("token_weights") is None or sentence_lengths is None:
         return {}
@@ -84,7 +93,9 @@ def rationale_metrics(explanations: list[dict], rationales: list[dict] | None, k
     for d, (item, rat) in enumerate(zip(explanations, rationales)):
         if rat is None:
             continue
-        scores, relevant, sent_w, sent_relevant = _document_scores(item, rat, sentence_lengths[d] if sentence_lengths else None)
+        scores, relevant, sent_w, sent_relevant = _document_scores(
+            item, rat, sentence_lengths[d] if sentence_lengths else None
+        )
         aps.append(average_precision(scores, relevant))
         p, r = precision_recall_at(scores, relevant, ks)
         prec.append(p)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -11,6 +13,9 @@ import torch
 from docattn.data.prepare import PreparedData
 from docattn.models.baselines import BagModel as OneShotModel
 from docattn.errors import CheckpointError, ConfigError, DataError, DocattnError
+
+if TYPE_CHECKING:  # the engine (Lightning) is imported only when a neural model trains
+    from docattn.training.engine import FitResult
 
 
 VECTOR_SPREAD = 0.3  # packaged vectors are scaled to this entry spread, about word2vec's on these corpora
@@ -152,18 +157,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
                 save_weights(m, run_dir / WEIGHTS, clf.model_name)
 
         res = fit(model, train, data.splits["valid"], cfg, clf.limits, run_dir, resume, on_best, class_weights=weights)
-        results.update(
-            best=res.best_metrics,
-            train_seconds=res.train_seconds,
-            train_docs_per_s=res.train_docs_per_s,
-            epoch_seconds=res.epoch_seconds,
-            stopped_on_budget=res.stopped_on_budget,
-            stopped_early=res.stopped_early,
-            diverged_at=res.diverged_at,
-            history=res.history,  # one row per validation: what the benchmark's curves plot
-        )
-        results["is_global_zero"] = res.is_global_zero
-        results["device"] = res.device  # where it trained, e.g. "cuda:0"
+        results.update(fit_record(res))
     if "test" in data.splits and (data.splits["test"].labels >= 0).all():
         if str(results.get("device", "cpu")).startswith("cuda"):
             model.to(results["device"])  # Lightning hands the model back on the CPU: test where it trained
@@ -182,6 +176,22 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         save_run(run_dir, clf.model_name, model, clf.vocab, clf.labels, clf.data_settings, cfg, results)
         save_membership(run_dir, data.splits)
     return results
+
+
+def fit_record(res: FitResult) -> dict:
+    """``res`` as the keys of a run's ``results`` (config.json, ``DocumentClassifier.results``, the CLI's summary)."""
+    return {
+        "best": asdict(res.best) if res.best is not None else {},
+        "train_seconds": res.train_seconds,
+        "train_docs_per_s": res.train_docs_per_s,
+        "epoch_seconds": res.epoch_seconds,
+        "stopped_on_budget": res.stopped_on_budget,
+        "stopped_early": res.stopped_early,
+        "diverged_at": asdict(res.diverged_at) if res.diverged_at is not None else None,
+        "history": res.history,  # one row per validation: what the benchmark's curves plot
+        "is_global_zero": res.is_global_zero,
+        "device": res.device,  # where it trained, e.g. "cuda:0"
+    }
 
 
 def _recipe_record(cfg, weights, classes) -> dict:

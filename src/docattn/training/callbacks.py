@@ -1,0 +1,338 @@
+"""The callbacks a fit runs: best weights, weight averaging, divergence, resume checkpoints, metrics.
+
+Each is one Lightning ``Callback`` with one job; ``engine.fit`` composes them. ``Divergence`` and
+``BestValidation`` are the typed records two of them leave behind for ``FitResult``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from lightning.pytorch.callbacks import Callback, EarlyStopping, WeightAveraging
+
+from docattn.errors import WriteError
+
+
+@dataclass(frozen=True)
+class BestValidation:
+    """The best validation of a fit: its scores and when it happened (0-based epoch, optimizer step)."""
+
+    val_acc: float
+    val_macro_f1: float
+    val_loss: float
+    epoch: int
+    step: int
+
+    @classmethod
+    def from_metrics(cls, metrics: dict) -> BestValidation | None:
+        """From ``BestWeights.best_metrics`` (a dict, as resume checkpoints keep it); None before any validation."""
+        if not metrics:
+            return None
+        return cls(**{name: metrics[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a fit's loss and weights became NaN or infinite (0-based epoch)."""
+
+    step: int
+    epoch: int
+    loss: float
+
+
+class EMAWeights(WeightAveraging):
+    """Polyak averaging on Lightning's ``WeightAveraging``: after every optimizer step the average
+    moves towards the weights by (1 - decay), and validation, the best weights and the final model
+    all use the average, which smooths out where the last few batches happened to push the model."""
+
+    def __init__(self, decay: float):
+        from torch.optim.swa_utils import get_ema_multi_avg_fn
+
+        super().__init__(use_buffers=False, multi_avg_fn=get_ema_multi_avg_fn(decay))
+
+    def on_fit_start(self, trainer, pl_module):
+        # setup() built the average before Lightning moved the model to its device: follow it there,
+        # or every step would copy all weights off the GPU and average them on the CPU
+        if self._average_model is not None:
+            self._average_model.to(pl_module.device)
+
+    def validated_model(self, pl_module) -> torch.nn.Module:
+        """The docattn model whose weights validation just scored: the running average."""
+        average = self._average_model
+        return average.module.model if average is not None else pl_module.model
+
+
+class BestWeights(Callback):
+    """Keeps the weights of the best validation so far (and calls ``on_best`` with them on rank 0).
+
+    ``validated_model(pl_module)`` gives the model validation scored (an average under EMA)."""
+
+    def __init__(self, monitor: str, on_best=None, validated_model=None):
+        self.monitor, self.on_best = monitor, on_best
+        self.validated_model = validated_model or (lambda pl_module: pl_module.model)
+        self.mode = "min" if monitor == "val_loss" else "max"
+        self.best_score: float | None = None
+        self.best_state: dict | None = None
+        self.best_metrics: dict = {}
+
+    def on_validation_end(self, trainer, pl_module):
+        if trainer.sanity_checking or not math.isfinite(float(trainer.callback_metrics["val_loss"])):
+            return  # NaN weights still give an accuracy (every argmax is class 0): never keep them
+        score = float(trainer.callback_metrics[self.monitor])
+        better = self.best_score is None or (score < self.best_score if self.mode == "min" else score > self.best_score)
+        if better:
+            model = self.validated_model(pl_module)
+            self.best_score = score
+            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            self.best_metrics = {k: float(trainer.callback_metrics[k]) for k in ("val_acc", "val_macro_f1", "val_loss")}
+            self.best_metrics.update(epoch=trainer.current_epoch, step=trainer.global_step)
+            if self.on_best is not None and trainer.is_global_zero:
+                self.on_best(model, self.best_metrics)
+
+    @property
+    def best_validation(self) -> BestValidation | None:
+        return BestValidation.from_metrics(self.best_metrics)
+
+    def state_dict(self):
+        return {"best_score": self.best_score, "best_metrics": self.best_metrics}
+
+    def load_state_dict(self, state):
+        self.best_score = state.get("best_score")
+        self.best_metrics = state.get("best_metrics", {})
+
+
+class EarlyStoppingAfter(EarlyStopping):
+    """Early stopping that judges only from ``min_steps`` optimizer steps on: on a small validation set the
+    score saturates within a few epochs, and stopping there ended training at a third of its steps, at
+    the cosine's peak rate (the recipe's minimum training is a floor, not a plan to cut short)."""
+
+    def __init__(self, *args, min_steps: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.min_steps = min_steps
+
+    def _should_skip_check(self, trainer) -> bool:
+        return super()._should_skip_check(trainer) or trainer.global_step < self.min_steps
+
+
+class DivergenceGuard(Callback):
+    """Stops training once its loss is NaN or infinite and the weights are too (a step a loss scaler
+    skipped leaves them finite), so a diverged run ends at once, and says so, instead of training
+    on NaN. The flag lives on the device and is read every ``every`` steps, not synchronising each."""
+
+    def __init__(self, every: int = 25):
+        self.every = every
+        self.bad: torch.Tensor | None = None
+        self.loss, self.epoch = float("nan"), 0
+        self.at: Divergence | None = None
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if loss is None:
+            return
+        finite = torch.isfinite(loss.detach())
+        self.bad = ~finite if self.bad is None else self.bad | ~finite
+        self.loss, self.epoch = loss, trainer.current_epoch
+        if trainer.global_step % self.every == 0 or batch_idx + 1 == trainer.num_training_batches:
+            self._check(trainer, pl_module)
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        """Before ResumePoint writes (it comes later in the callbacks): a time budget or early stop
+        may end an epoch between two checks, and the checkpoint must not keep NaN weights."""
+        if self.at is None:
+            self._check(trainer, pl_module)
+
+    def on_train_end(self, trainer, pl_module):
+        if self.at is None:
+            self._check(trainer, pl_module)
+
+    def _check(self, trainer, pl_module) -> None:
+        diverged = (
+            self.bad is not None
+            and bool(self.bad)
+            and not all(bool(torch.isfinite(p).all()) for p in pl_module.parameters())
+        )
+        self.bad = None
+        # every rank decides at the same steps, so under DDP all stop together or none does
+        if trainer.strategy.reduce_boolean_decision(diverged, all=False):
+            self.at = Divergence(step=trainer.global_step, epoch=self.epoch, loss=float(self.loss))
+            trainer.should_stop = True
+
+
+class ValidateLastStep(Callback):
+    """The final weights get a validation of their own, so they can be the best ones.
+
+    With several validations per epoch (every n batches) the last batches of an epoch that n does
+    not divide are never validated; at the last batch of the last epoch the run would end on
+    weights no validation saw. Lightning validates whenever a run is asked to stop, so ask then.
+    """
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        last_epoch = trainer.max_epochs is not None and 0 < trainer.max_epochs <= trainer.current_epoch + 1
+        if last_epoch and batch_idx + 1 == trainer.num_training_batches:
+            trainer.should_stop = True
+
+
+class ResumePoint(Callback):
+    """``checkpoints/last.ckpt`` after every training epoch, written to a temporary file and renamed,
+    so ``--resume`` continues a killed run from its last finished epoch (never from a torn file)."""
+
+    def __init__(self, path: Path, guard: DivergenceGuard | None = None):
+        self.path, self.guard = path, guard
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        if self.guard is not None and self.guard.at is not None:
+            return  # NaN weights: --resume continues from the epoch before instead
+        from docattn.data.files import replacing
+
+        if not trainer.is_global_zero:
+            trainer.save_checkpoint(
+                self.path.with_name(f".{self.path.name}.tmp")
+            )  # every rank takes part; rank 0 writes
+            return
+        try:
+            with replacing(self.path) as tmp:  # a full disk: one line, and no half-written temporary left
+                trainer.save_checkpoint(tmp)
+        except RuntimeError as err:  # torch.save reports a failed write as "file write failed"
+            raise WriteError(
+                f"cannot write {self.path}: {str(err).strip().splitlines()[0][:200]}; the previous "
+                "checkpoint is kept (free some space or write elsewhere)"
+            ) from None
+
+
+class MetricsLog(Callback):
+    """One CSV row per validation: epoch, step, losses, accuracy, macro-F1, documents/s, elapsed time."""
+
+    COLUMNS = [
+        "epoch",
+        "step",
+        "train_loss",
+        "val_loss",
+        "val_acc",
+        "val_macro_f1",
+        "train_docs_per_s",
+        "elapsed_s",
+        "lr",
+    ]
+
+    def __init__(self, path: Path | None, echo: bool = False):
+        self.path = path
+        self.echo = echo  # also print each row as one line on stderr (where no progress bar can be seen)
+        self.rows: list[dict] = []
+        self.docs = 0
+        self.busy = 0.0
+        self.epoch_seconds: list[float] = []  # wall time of each full training epoch, validation excluded
+        self._t0 = self._te = self._tv = time.perf_counter()
+        self._val_in_epoch = 0.0
+        self.resumed = False  # set by fit: continuing from a checkpoint keeps the rows up to it
+        self._loss_sum, self._loss_docs = 0.0, 0  # training loss since the last validation
+        self._lr = float("nan")
+
+    def state_dict(self) -> dict:
+        """The loss of the steps trained since the last validation: a resume's next row averages them too."""
+        return {"loss_sum": float(self._loss_sum), "loss_docs": self._loss_docs}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._loss_sum, self._loss_docs = float(state.get("loss_sum", 0.0)), int(state.get("loss_docs", 0))
+
+    def on_train_start(self, trainer, pl_module):
+        # a new run starts a new file; a resumed one drops the rows logged after its checkpoint
+        # (the validations of the epoch the interruption cut short) and continues the rest
+        if self.path is None or not trainer.is_global_zero or not self.path.exists():
+            return
+        kept = []
+        if self.resumed:
+            with open(self.path, newline="") as f:
+                kept = [
+                    r
+                    for r in csv.DictReader(f)
+                    if r.get("step", "").isdigit() and int(r["step"]) <= trainer.global_step
+                ]
+        from docattn.data.files import replacing
+
+        with replacing(self.path) as tmp, open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=self.COLUMNS, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(kept)
+        self.rows = [
+            {k: (int(v) if k in ("epoch", "step") else float(v)) for k, v in r.items() if k in self.COLUMNS and v != ""}
+            for r in kept
+        ]
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        self._te = time.perf_counter()
+        self._val_in_epoch = 0.0
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self._tb = time.perf_counter()
+        if (
+            trainer.optimizers
+        ):  # the rate this step trains at (an epoch-end scheduler step changes it before validation)
+            self._lr = trainer.optimizers[0].param_groups[0]["lr"]
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        last = batch_idx + 1 == trainer.num_training_batches
+        if last and pl_module.device.type == "cuda":
+            torch.cuda.synchronize()  # kernels are asynchronous: the epoch ends when the GPU is done
+        now = time.perf_counter()
+        dt = now - self._tb
+        if last:
+            self.epoch_seconds.append(now - self._te - self._val_in_epoch)
+        self.docs += len(batch) * trainer.world_size
+        self.busy += dt
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if torch.is_tensor(loss):  # summed on the device: no host sync per step
+            self._loss_sum = self._loss_sum + loss.detach().float() * len(batch)
+            self._loss_docs += len(batch)
+        pl_module.log(
+            "docs/s", len(batch) * trainer.world_size / max(dt, 1e-9), prog_bar=True, on_step=True, on_epoch=False
+        )
+
+    def on_validation_start(self, trainer, pl_module):
+        self._tv = time.perf_counter()
+
+    def on_validation_end(self, trainer, pl_module):
+        if trainer.sanity_checking:
+            return
+        self._val_in_epoch += time.perf_counter() - self._tv
+        m = trainer.callback_metrics
+        row = {
+            "epoch": trainer.current_epoch,
+            "step": trainer.global_step,
+            # mean loss of the documents trained on since the previous validation (Lightning's epoch mean
+            # is only complete at the epoch's end, so mid-epoch rows showed the previous epoch's)
+            "train_loss": float(self._loss_sum / self._loss_docs) if self._loss_docs else float("nan"),
+            "val_loss": float(m["val_loss"]),
+            "val_acc": float(m["val_acc"]),
+            "val_macro_f1": float(m["val_macro_f1"]),
+            "train_docs_per_s": self.docs / max(self.busy, 1e-9),
+            "elapsed_s": time.perf_counter() - self._t0,
+            "lr": self._lr,
+        }
+        self._loss_sum, self._loss_docs = 0.0, 0
+        self.rows.append(row)
+        if self.echo and trainer.is_global_zero:
+            print(
+                f"  epoch {row['epoch']} step {row['step']}: val_acc {row['val_acc']:.4f} "
+                f"val_loss {row['val_loss']:.4f} train_loss {row['train_loss']:.4f}, "
+                f"{row['train_docs_per_s']:.0f} docs/s, {row['elapsed_s']:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+        if self.path is not None and trainer.is_global_zero:
+            new = not self.path.exists()
+            try:
+                with open(self.path, "a", newline="") as f:
+                    w = csv.DictWriter(f, fieldnames=self.COLUMNS)
+                    if new:
+                        w.writeheader()
+                    w.writerow({k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()})
+            except OSError as err:
+                raise WriteError(
+                    f"cannot write {self.path}: {err.strerror or err} (free some space or write elsewhere)"
+                ) from None
