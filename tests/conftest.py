@@ -56,7 +56,7 @@ def without_the_fast_tar_reader(monkeypatch) -> None:
         raise readers._NotPlainTar
         yield
 
-    monkeypatch.setattr(readers, "_plain_tar_members", not_plain)
+    monkeypatch.setattr(readers.plain_tar, "members", not_plain)
 
 
 @contextmanager
