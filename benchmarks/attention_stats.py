@@ -1,6 +1,7 @@
 """How sparse and how diagonal is self-attention, per data set? SANet's Table 2 check (Letarte et al. 2018).
 
-    python benchmarks/attention_stats.py --case imdb RUN DATA --case 20news RUN DATA [--split test] [--n 1000] --name NAME
+    python benchmarks/attention_stats.py --case imdb RUN DATA --case 20news RUN DATA \
+        [--split test] [--n 1000] --name NAME
 
 For each case (a label, a trained run, the data it is scored on): test accuracy on ``n`` documents
 drawn at random (seed 0) from the split, and ``attention_statistics`` of every attention the model
@@ -45,15 +46,29 @@ def main() -> None:
         lengths = clf.encode(corpus.without_labels()).token_counts
         if clf.model.layout == "flat" and clf.limits.get("max_tokens"):
             lengths = np.minimum(lengths, clf.limits["max_tokens"])  # what the model read
-        rows.append({"case": label, "run": str(run), "data": data, "model": clf.model_name, "accuracy": accuracy,
-                     "mean_tokens_read": float(np.mean(lengths)), **stats})
+        rows.append(
+            {
+                "case": label,
+                "run": str(run),
+                "data": data,
+                "model": clf.model_name,
+                "accuracy": accuracy,
+                "mean_tokens_read": float(np.mean(lengths)),
+                **stats,
+            }
+        )
         for key, s in stats["attentions"].items():
             extra = ""
             if s["kind"] == "matrix":
-                extra = (f", diagonality(3) {s['diagonality']['3']:.4f} (uniform {s['diagonality_uniform']['3']:.4f}), "
-                         f"Gini over each matrix {s['gini_matrix']:.4f}, Gini of what each word receives {s['gini_columns']:.4f}")
-            print(f"{label} {clf.model_name} {key}: Gini {s['gini']:.4f}, H/log n {s['normalized_entropy']:.4f}{extra}",
-                  flush=True)
+                extra = (
+                    f", diagonality(3) {s['diagonality']['3']:.4f} (uniform {s['diagonality_uniform']['3']:.4f}), "
+                    f"Gini over each matrix {s['gini_matrix']:.4f}, "
+                    f"Gini of what each word receives {s['gini_columns']:.4f}"
+                )
+            print(
+                f"{label} {clf.model_name} {key}: Gini {s['gini']:.4f}, H/log n {s['normalized_entropy']:.4f}{extra}",
+                flush=True,
+            )
     write_result(f"attention_stats_{args.name}", {"split": args.split, "documents": args.n, "results": rows})
 
 

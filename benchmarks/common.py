@@ -20,8 +20,13 @@ def machine() -> dict:
 def write_result(name: str, payload: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"{name}.json"
-    doc = {"benchmark": name, "command": "python " + " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-           "machine": machine(), **payload}
+    doc = {
+        "benchmark": name,
+        "command": "python " + " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": machine(),
+        **payload,
+    }
     out.write_text(json.dumps(doc, indent=1, default=str))
     print(json.dumps(doc, indent=1, default=str))
     return out

@@ -40,10 +40,24 @@ def main() -> None:
         t0 = time.perf_counter()
         clf.fit_prepared(data)
         accuracies.append(clf.results["test"]["accuracy"])
-        print(json.dumps({"fold": fold, "options": options, "test_accuracy": round(accuracies[-1], 4),
-                          "best_epoch": clf.results["best"]["epoch"], "planned_epochs": clf.train_config.max_epochs,
-                          "seconds": round(time.perf_counter() - t0)}), flush=True)
-    print(json.dumps({"model": args.model, "options": options, "mean_test_accuracy": round(sum(accuracies) / len(accuracies), 4)}))
+        print(
+            json.dumps(
+                {
+                    "fold": fold,
+                    "options": options,
+                    "test_accuracy": round(accuracies[-1], 4),
+                    "best_epoch": clf.results["best"]["epoch"],
+                    "planned_epochs": clf.train_config.max_epochs,
+                    "seconds": round(time.perf_counter() - t0),
+                }
+            ),
+            flush=True,
+        )
+    print(
+        json.dumps(
+            {"model": args.model, "options": options, "mean_test_accuracy": round(sum(accuracies) / len(accuracies), 4)}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """HAN training and inference speed on IMDB (17.5k train / 7.5k validation / 25k test).
 
-    python benchmarks/han_speed.py [--model han] [--epochs 1] [--threads N] [--batch-size 64] [--data PATH] [--set K=V ...]
-                                   [--parts truncated,untruncated] [--no-word2vec]
+    python benchmarks/han_speed.py [--model han] [--epochs 1] [--threads N] [--batch-size 64] [--data PATH]
+                                   [--set K=V ...] [--parts truncated,untruncated] [--no-word2vec]
 Measures, at the paper's sizes (embedding 200, GRU 50, context 100), batch 64:
 training documents/s with documents truncated to 15 sentences x 20 words (the public tutorial
 implementation's setting), the time of one epoch over untruncated documents, inference
@@ -30,9 +30,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--infer-batch-size", type=int, default=256)
-    ap.add_argument("--parts", default="truncated,untruncated", help="which runs: truncated (15x20), untruncated, or both")
-    ap.add_argument("--no-word2vec", action="store_true", help="skip timing word2vec (GPU variants: only the epoch matters)")
-    ap.add_argument("--set", action="append", default=[], metavar="K=V", help="a model hyper-parameter, e.g. packed_rnn=true")
+    ap.add_argument(
+        "--parts", default="truncated,untruncated", help="which runs: truncated (15x20), untruncated, or both"
+    )
+    ap.add_argument(
+        "--no-word2vec", action="store_true", help="skip timing word2vec (GPU variants: only the epoch matters)"
+    )
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="K=V", help="a model hyper-parameter, e.g. packed_rnn=true"
+    )
     args = ap.parse_args()
     hparams = {k: json.loads(v) if v[:1] in "0123456789-[{tfn" else v for k, v in (kv.split("=", 1) for kv in args.set)}
     import torch
@@ -50,11 +56,21 @@ def main() -> None:
         t0 = time.perf_counter()
         train_word2vec(data.splits["train"], data.vocab, dim=200, epochs=5)
         w2v_s = round(time.perf_counter() - t0, 1)
-    parts = {"truncated": ("truncated_15x20", {"max_sentences": 15, "max_words": 20}), "untruncated": ("untruncated", {})}
+    parts = {
+        "truncated": ("truncated_15x20", {"max_sentences": 15, "max_words": 20}),
+        "untruncated": ("untruncated", {}),
+    }
     rows = {}
     for name, limits in (parts[p] for p in args.parts.split(",")):
-        clf = DocumentClassifier(args.model, max_epochs=args.epochs, batch_size=args.batch_size, embeddings="random",
-                                 progress=False, **limits, **hparams)
+        clf = DocumentClassifier(
+            args.model,
+            max_epochs=args.epochs,
+            batch_size=args.batch_size,
+            embeddings="random",
+            progress=False,
+            **limits,
+            **hparams,
+        )
         clf.fit_prepared(data)
         test = data.splits["test"]
         clf.model.to("cuda" if torch.cuda.is_available() else "cpu")
@@ -78,11 +94,19 @@ def main() -> None:
     where = "gpu" if torch.cuda.is_available() else "cpu"
     suffix = "".join(f"_{k}" for k in hparams)  # a variant never overwrites the default's file
     suffix += f"_b{args.batch_size}" if args.batch_size != 64 else ""
-    write_result(f"speed_{args.model}{suffix}_imdb_{where}", {
-        "model": args.model, "hparams": hparams, "batch_size": args.batch_size, "inference_batch_size": args.infer_batch_size, "word2vec_200d_5_epochs_s": w2v_s, **rows,
-        "targets": {"truncated_train_docs_per_s": 700, "untruncated_epoch_s": 40, "inference_docs_per_s": 3000},
-        "reference_tutorial_han": {"train_docs_per_s": 350, "inference_docs_per_s": 1350, "epoch_s": 50},
-    })
+    write_result(
+        f"speed_{args.model}{suffix}_imdb_{where}",
+        {
+            "model": args.model,
+            "hparams": hparams,
+            "batch_size": args.batch_size,
+            "inference_batch_size": args.infer_batch_size,
+            "word2vec_200d_5_epochs_s": w2v_s,
+            **rows,
+            "targets": {"truncated_train_docs_per_s": 700, "untruncated_epoch_s": 40, "inference_docs_per_s": 3000},
+            "reference_tutorial_han": {"train_docs_per_s": 350, "inference_docs_per_s": 1350, "epoch_s": 50},
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -66,10 +66,18 @@ def main() -> None:
         lr, warmup = float(lr), int(warm or 0)
         torch.manual_seed(0)
         rng = np.random.default_rng(0)
-        model = create_model(args.model, vocab_size=len(data.vocab), num_classes=len(data.labels),
-                             embedding_dim=args.d, d_model=args.d, heads=8)
+        model = create_model(
+            args.model,
+            vocab_size=len(data.vocab),
+            num_classes=len(data.labels),
+            embedding_dim=args.d,
+            d_model=args.d,
+            heads=8,
+        )
         opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.99))
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s, warmup=warmup: min(1.0, (s + 1) / warmup) if warmup else 1.0
+        )
         probe = make_batch(train, np.arange(64), model.layout, {})
         start = time.perf_counter()
         trace = [(0, *saturation(model, probe))]
@@ -83,12 +91,25 @@ def main() -> None:
             sched.step()
             if step % args.every == 0:
                 trace.append((step, *saturation(model, probe)))
-        row = {"lr": lr, "warmup_steps": warmup, "seconds": round(time.perf_counter() - start, 1),
-               "trace": [{"step": s, "entropy_share": round(h, 4), "zero_share": round(z, 4)} for s, h, z in trace]}
+        row = {
+            "lr": lr,
+            "warmup_steps": warmup,
+            "seconds": round(time.perf_counter() - start, 1),
+            "trace": [{"step": s, "entropy_share": round(h, 4), "zero_share": round(z, 4)} for s, h, z in trace],
+        }
         print(f"lr {lr:g} warmup {warmup}: " + "  ".join(f"{s}: {h:.2f}/{z:.2f}" for s, h, z in trace), flush=True)
         rows.append(row)
-    write_result(f"{args.model}_saturation_d{args.d}", {"model": args.model, "d_model": args.d, "heads": 8, "batch_size": 32,
-                                                 "optimizer": "adam (0.9, 0.99), clip 5", "rows": rows})
+    write_result(
+        f"{args.model}_saturation_d{args.d}",
+        {
+            "model": args.model,
+            "d_model": args.d,
+            "heads": 8,
+            "batch_size": 32,
+            "optimizer": "adam (0.9, 0.99), clip 5",
+            "rows": rows,
+        },
+    )
 
 
 if __name__ == "__main__":

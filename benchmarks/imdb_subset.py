@@ -35,7 +35,7 @@ def main() -> None:
     random.seed(args.seed)
     random.shuffle(docs)
     args.out.mkdir(parents=True, exist_ok=True)
-    for name, part in (("train.csv", docs[:args.train]), ("valid.csv", docs[args.train:args.train + args.valid])):
+    for name, part in (("train.csv", docs[: args.train]), ("valid.csv", docs[args.train : args.train + args.valid])):
         with open(args.out / name, "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
             writer.writerow(["text", "label"])

@@ -35,8 +35,10 @@ def merge(out: Path, folders: list[Path]) -> list[dict]:
     (out / "results.md").write_text(markdown_table(merged, title), encoding="utf-8")
     plot_curves(merged, out / "curves.png", title)
     runs = [json.loads((f / "run.json").read_text()) for f in folders if (f / "run.json").exists()]
-    write_json_atomic(out / "run.json", {"merged_from": [str(f) for f in folders],
-                                         "commands": [r["command"] for r in runs], "runs": runs})
+    write_json_atomic(
+        out / "run.json",
+        {"merged_from": [str(f) for f in folders], "commands": [r["command"] for r in runs], "runs": runs},
+    )
     return merged
 
 

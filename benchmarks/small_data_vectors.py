@@ -41,7 +41,13 @@ def bbc(seed: int):
     corpus = next(iter(read_splits(SHARED_DATA / "bbc" / "bbc.tar.gz").values()))
     train, test = stratified_split(corpus.labels, 0.2, seed)
     texts, labels = list(corpus.texts), list(corpus.labels)
-    return [texts[i] for i in train], [labels[i] for i in train], [texts[i] for i in test], [labels[i] for i in test], None
+    return (
+        [texts[i] for i in train],
+        [labels[i] for i in train],
+        [texts[i] for i in test],
+        [labels[i] for i in test],
+        None,
+    )
 
 
 def imdb2k(seed: int):
@@ -53,8 +59,13 @@ def imdb2k(seed: int):
     pick, rest = order[:2000], order[2000:]
     test = rng.choice(len(splits["test"]), 5000, replace=False)
     tr, te = splits["train"], splits["test"]
-    return ([tr.texts[i] for i in pick], [tr.labels[i] for i in pick], [te.texts[i] for i in test],
-            [te.labels[i] for i in test], [tr.texts[i] for i in rest])
+    return (
+        [tr.texts[i] for i in pick],
+        [tr.labels[i] for i in pick],
+        [te.texts[i] for i in test],
+        [te.labels[i] for i in test],
+        [tr.texts[i] for i in rest],
+    )
 
 
 def main() -> None:
@@ -87,16 +98,25 @@ def main() -> None:
                     clf = DocumentClassifier("han", seed=seed, progress=False, guardrail=False, **options)
                     clf.fit(train_x, train_y)
                     acc = clf.score(test_x, test_y)
-                    row = {"set": set_name, "seed": seed, "vectors": name, "test_accuracy": acc,
-                           "valid_accuracy": clf.results["best"]["val_acc"], "epochs_planned": clf.train_config.max_epochs,
-                           "best_epoch": clf.results["best"]["epoch"], "word2vec_epochs": clf.train_config.word2vec_epochs,
-                           "seconds": round(time.perf_counter() - t0, 1)}
+                    row = {
+                        "set": set_name,
+                        "seed": seed,
+                        "vectors": name,
+                        "test_accuracy": acc,
+                        "valid_accuracy": clf.results["best"]["val_acc"],
+                        "epochs_planned": clf.train_config.max_epochs,
+                        "best_epoch": clf.results["best"]["epoch"],
+                        "word2vec_epochs": clf.train_config.word2vec_epochs,
+                        "seconds": round(time.perf_counter() - t0, 1),
+                    }
                     print(row, flush=True)
                     rows.append(row)
     summary = {}
     for r in rows:
         summary.setdefault(f"{r['set']} {r['vectors']}", []).append(r["test_accuracy"])
-    write_result("small_data_vectors", {"rows": rows, "mean_test_accuracy": {k: float(np.mean(v)) for k, v in summary.items()}})
+    write_result(
+        "small_data_vectors", {"rows": rows, "mean_test_accuracy": {k: float(np.mean(v)) for k, v in summary.items()}}
+    )
 
 
 if __name__ == "__main__":

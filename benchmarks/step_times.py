@@ -63,10 +63,12 @@ def main() -> None:
         layout = get_spec(name).layout
         model = create_model(name, len(data.vocab), 2, **hp).to(dev).train()
         opt = torch.optim.Adam(model.parameters(), 1e-3)
-        batches = [(hierarchical_batch(train, d) if layout == "hierarchical" else flat_batch(train, d, 1000)).to(dev)
-                   for d in docs]
+        batches = [
+            (hierarchical_batch(train, d) if layout == "hierarchical" else flat_batch(train, d, 1000)).to(dev)
+            for d in docs
+        ]
 
-        def step(batch):
+        def step(batch, model=model, opt=opt):
             with torch.autocast(dev, torch.bfloat16, enabled=cuda):
                 loss = torch.nn.functional.cross_entropy(model(batch).logits.float(), batch.labels)
             opt.zero_grad()
@@ -97,11 +99,19 @@ def main() -> None:
                 model(b)
             sync()
             infer_s = (time.perf_counter() - t0) / len(batches)
-        row = {"model": name, "hparams": hp, "ms_per_step": round(1000 * step_s, 1),
-               "train_docs_per_s": round(args.batch_size / step_s), "inference_docs_per_s": round(args.batch_size / infer_s)}
+        row = {
+            "model": name,
+            "hparams": hp,
+            "ms_per_step": round(1000 * step_s, 1),
+            "train_docs_per_s": round(args.batch_size / step_s),
+            "inference_docs_per_s": round(args.batch_size / infer_s),
+        }
         print(row, flush=True)
         rows.append(row)
-    write_result(args.name or f"step_times_{'gpu' if cuda else 'cpu'}", {"batch_size": args.batch_size, "steps": args.steps, "rows": rows})
+    write_result(
+        args.name or f"step_times_{'gpu' if cuda else 'cpu'}",
+        {"batch_size": args.batch_size, "steps": args.steps, "rows": rows},
+    )
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def _draw(docs: list, n: int, seed: int = 0, stratified: bool = False) -> list:
     for d in docs:
         by_label.setdefault(d[1], []).append(d)
     out = []
-    for label, members in sorted(by_label.items()):
+    for _, members in sorted(by_label.items()):
         out += rng.sample(members, round(n * len(members) / len(docs)))
     rng.shuffle(out)
     return out
@@ -108,8 +108,20 @@ def data_args(name: str) -> list[str]:
 
 def run_set(name: str, models: str, jobs: int, extra: list[str]) -> dict:
     out = RESULTS / "transfer" / name
-    command = ["docattn", "benchmark", *data_args(name), "--models", models, "--valid-fraction", "0.1",
-               "--jobs", str(jobs), "--out", str(out), *extra]
+    command = [
+        "docattn",
+        "benchmark",
+        *data_args(name),
+        "--models",
+        models,
+        "--valid-fraction",
+        "0.1",
+        "--jobs",
+        str(jobs),
+        "--out",
+        str(out),
+        *extra,
+    ]
     print(" ".join(command), flush=True)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "docattn", *command[1:]], check=True)
@@ -137,7 +149,11 @@ def table(sets: list[str]) -> str:
         for name in found:
             r = by_set.get(name)
             cells.append("-" if r is None else f"{_cell(r['test_accuracy'])} (F1 {_cell(r['test_macro_f1'])})")
-        accs = [by_set[n]["test_accuracy"]["mean"] for n in found if n in by_set and by_set[n]["test_accuracy"]["mean"] is not None]
+        accs = [
+            by_set[n]["test_accuracy"]["mean"]
+            for n in found
+            if n in by_set and by_set[n]["test_accuracy"]["mean"] is not None
+        ]
         mean = f"{100 * sum(accs) / len(accs):.2f}" if len(accs) == len(found) else "-"
         lines.append(f"| {model} | " + " | ".join(cells) + f" | {mean} |")
     return "\n".join(lines)
@@ -165,8 +181,13 @@ def main() -> None:
     runs = [] if args.table_only else [run_set(s, args.models, args.jobs, args.extra) for s in sets]
     all_sets = [s for s in SETS if (RESULTS / "transfer" / s / "results.json").exists()]
     text = table(all_sets)
-    record = {"command": "python " + " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine(),
-              "runs": runs, "table": text}
+    record = {
+        "command": "python " + " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": machine(),
+        "runs": runs,
+        "table": text,
+    }
     (RESULTS / "transfer").mkdir(parents=True, exist_ok=True)
     previous = RESULTS / "transfer" / "suite.json"
     history = json.loads(previous.read_text()) if previous.exists() else []

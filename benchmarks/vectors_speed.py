@@ -60,13 +60,19 @@ def main() -> None:
                 f.writelines(f"w{start + i} " + " ".join(f"{x:.5f}" for x in row) + "\n" for i, row in enumerate(block))
         runs = []
         for which in ("docattn", "gensim"):
-            out = subprocess.run([sys.executable, "-c", _LOAD, str(path), str(args.words), str(args.vocab_share), which],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, "-c", _LOAD, str(path), str(args.words), str(args.vocab_share), which],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(runs[-1], flush=True)
         size_mb = round(path.stat().st_size / 2**20)
-    write_result("vectors_speed", {"words": args.words, "dim": args.dim, "vocab_share": args.vocab_share,
-                                   "file_mb": size_mb, "runs": runs})
+    write_result(
+        "vectors_speed",
+        {"words": args.words, "dim": args.dim, "vocab_share": args.vocab_share, "file_mb": size_mb, "runs": runs},
+    )
 
 
 if __name__ == "__main__":

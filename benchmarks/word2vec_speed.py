@@ -29,7 +29,9 @@ def main() -> None:
     from docattn.data.prepare import DataSettings, prepare_paths
     from docattn.data.text import TextConfig
 
-    data = prepare_paths(args.data, settings=DataSettings(text=TextConfig(hcan_clean=args.hcan_clean), valid_fraction=0.3))
+    data = prepare_paths(
+        args.data, settings=DataSettings(text=TextConfig(hcan_clean=args.hcan_clean), valid_fraction=0.3)
+    )
     train = data.splits["train"]
     rows = []
     for dim in (int(d) for d in args.dims.split(",")):
@@ -37,11 +39,19 @@ def main() -> None:
             for skipgram in (False, True):
                 t0 = time.perf_counter()
                 train_word2vec(train, data.vocab, dim=dim, epochs=epochs, skipgram=skipgram)
-                rows.append({"dim": dim, "epochs": epochs, "kind": "skipgram" if skipgram else "cbow",
-                             "seconds": round(time.perf_counter() - t0, 1)})
+                rows.append(
+                    {
+                        "dim": dim,
+                        "epochs": epochs,
+                        "kind": "skipgram" if skipgram else "cbow",
+                        "seconds": round(time.perf_counter() - t0, 1),
+                    }
+                )
                 print(rows[-1], flush=True)
-    write_result("word2vec_speed_imdb" + ("_hcan_clean" if args.hcan_clean else ""), {
-        "documents": len(train), "tokens": int(len(train.tokens)), "vocabulary": len(data.vocab), "runs": rows})
+    write_result(
+        "word2vec_speed_imdb" + ("_hcan_clean" if args.hcan_clean else ""),
+        {"documents": len(train), "tokens": int(len(train.tokens)), "vocabulary": len(data.vocab), "runs": rows},
+    )
 
 
 if __name__ == "__main__":

@@ -20,24 +20,67 @@ OUT = Path(__file__).resolve().parent.parent / "docs" / "options.md"
 # TrainConfig's fields by what they are about, in the order a reader meets them
 TRAINING_GROUPS = {
     "Recipe: how long and how fast": (
-        "recipe", "max_epochs", "min_steps", "min_epochs", "epoch_limit", "patience", "max_time", "monitor",
-        "batch_size", "optimizer", "lr", "momentum", "weight_decay", "betas", "schedule", "step_size",
-        "milestones", "gamma", "warmup_steps", "label_smoothing", "grad_clip", "ema_decay", "class_weight",
-        "val_every_n_steps", "val_per_epoch", "guardrail", "seed"),
+        "recipe",
+        "max_epochs",
+        "min_steps",
+        "min_epochs",
+        "epoch_limit",
+        "patience",
+        "max_time",
+        "monitor",
+        "batch_size",
+        "optimizer",
+        "lr",
+        "momentum",
+        "weight_decay",
+        "betas",
+        "schedule",
+        "step_size",
+        "milestones",
+        "gamma",
+        "warmup_steps",
+        "label_smoothing",
+        "grad_clip",
+        "ema_decay",
+        "class_weight",
+        "val_every_n_steps",
+        "val_per_epoch",
+        "guardrail",
+        "seed",
+    ),
     "Embeddings": (
-        "embeddings", "freeze_embeddings", "embedding_lr", "embedding_momentum", "embedding_weight_decay",
-        "word2vec_epochs", "word2vec_tokens", "word2vec_skipgram", "word2vec_workers", "word2vec_text"),
+        "embeddings",
+        "freeze_embeddings",
+        "embedding_lr",
+        "embedding_momentum",
+        "embedding_weight_decay",
+        "word2vec_epochs",
+        "word2vec_tokens",
+        "word2vec_skipgram",
+        "word2vec_workers",
+        "word2vec_text",
+    ),
     "Runtime and devices": (
-        "accelerator", "devices", "num_nodes", "strategy", "precision", "loader_workers", "progress",
-        "progress_lines"),
+        "accelerator",
+        "devices",
+        "num_nodes",
+        "strategy",
+        "precision",
+        "loader_workers",
+        "progress",
+        "progress_lines",
+    ),
 }
 
 
 def field_comments(cls) -> dict[str, str]:
     """Each dataclass field's comment: on its line, else the comment lines right above it."""
     source = inspect.getsource(cls)
-    comments = {tok.start[0]: tok.string.lstrip("#").strip()
-                for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT}
+    comments = {
+        tok.start[0]: tok.string.lstrip("#").strip()
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    }
     lines = source.splitlines()
     out = {}
     for node in ast.parse(source).body[0].body:
@@ -99,8 +142,14 @@ def render() -> str:
     lines += ["## Data: splits, vocabulary and how much of a document is read", "", *_table(DataSettings, data), ""]
     text = [f.name for f in dataclasses.fields(TextConfig)]
     lines += ["## Text: how raw text becomes tokens", "", *_table(TextConfig, text), ""]
-    lines += ["## Model hyper-parameters", "", "Each model's own, with its registered defaults.", "",
-              "| model | hyper-parameters |", "|---|---|"]
+    lines += [
+        "## Model hyper-parameters",
+        "",
+        "Each model's own, with its registered defaults.",
+        "",
+        "| model | hyper-parameters |",
+        "|---|---|",
+    ]
     for name in list_models():
         spec = get_spec(name)
         params = ", ".join(f"`{k}={v!r}`" for k, v in spec.defaults.items()) or "none"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -71,10 +71,8 @@ def fifo_writer(*fifos, every: float = 0.1):
     def writer():
         while not done.wait(every):
             for fifo in fifos:
-                try:
-                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # ENXIO until a reader waits
-                except OSError:
-                    pass
+                with suppress(OSError):  # ENXIO until a reader waits
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
 
     thread = threading.Thread(target=writer, daemon=True)
     thread.start()

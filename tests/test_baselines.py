@@ -133,7 +133,9 @@ def test_tfidf_matches_sklearn():
     counts = sp.csr_matrix(dense)
     for sublinear in (True, False):
         ref = TfidfTransformer(sublinear_tf=sublinear).fit(counts)
-        np.testing.assert_allclose(tfidf(counts, ref.idf_, sublinear).toarray(), ref.transform(counts).toarray(), atol=1e-12)
+        np.testing.assert_allclose(
+            tfidf(counts, ref.idf_, sublinear).toarray(), ref.transform(counts).toarray(), atol=1e-12
+        )
 
 
 # --------------------------------------------------------------------------- bag models end to end
@@ -154,7 +156,12 @@ def test_bag_save_load_round_trip(name, synthetic, fitted_bag, tmp_path):
     before = clf.predict_proba(texts)
     run = clf.save(tmp_path / "run")
     files = sorted(p.name for p in Path(run).iterdir())
-    assert files == [".docattn-files.json", "config.json", "model.safetensors", "vocab.json"]  # + what docattn wrote there
+    assert files == [
+        ".docattn-files.json",
+        "config.json",
+        "model.safetensors",
+        "vocab.json",
+    ]  # + what docattn wrote there
     modes = {p.name: p.stat().st_mode & 0o777 for p in Path(run).iterdir()}
     assert modes["model.safetensors"] == modes["config.json"]  # not a private 0600 file among 0644 ones
     assert clf.model.n_parameters() == clf.model.arrays["weight"].size + clf.model.arrays["bias"].size > 0
@@ -297,8 +304,9 @@ def test_neural_baselines_learn(name, easy_splits, one_thread, tmp_path):
     train, test = easy_splits["train"], easy_splits["test"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Lightning's advice on worker counts
-        clf = DocumentClassifier(name, max_epochs=2, embeddings="random", progress=False, min_count=2,
-                                 batch_size=16, **QUICK[name])
+        clf = DocumentClassifier(
+            name, max_epochs=2, embeddings="random", progress=False, min_count=2, batch_size=16, **QUICK[name]
+        )
         clf.fit(train.texts, train.labels, run_dir=tmp_path / "run")
     accuracy = clf.score(test.texts, test.labels)
     # measured: kim-cnn 0.95, bilstm 0.86, fasttext 0.93 (chance 0.5)

@@ -6,7 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from docattn.data.batching import BucketBatchSampler, batch_sampler, bucket_keys, flat_batch, hierarchical_batch, read_sizes, truncated_documents
+from docattn.data.batching import (
+    BucketBatchSampler,
+    batch_sampler,
+    bucket_keys,
+    flat_batch,
+    hierarchical_batch,
+    read_sizes,
+    truncated_documents,
+)
 from docattn.data.encoding import EncodedCorpus, encode_ids
 from docattn.data.text import SEP
 
@@ -28,14 +36,22 @@ def _mixed(seed: int = 0) -> EncodedCorpus:
 
 
 def _read_words(enc: EncodedCorpus, docs, limits: dict) -> list[int]:
-    batch = hierarchical_batch(enc, docs, limits.get("max_sentences"), limits.get("max_words"),
-                               limits.get("max_batch_words"), limits.get("max_batch_pairs"))
+    batch = hierarchical_batch(
+        enc,
+        docs,
+        limits.get("max_sentences"),
+        limits.get("max_words"),
+        limits.get("max_batch_words"),
+        limits.get("max_batch_pairs"),
+    )
     rows = batch.word_mask.sum(1).numpy()
     return [int(rows[batch.sentence_index[b][batch.sentence_mask[b]].numpy()].sum()) for b in range(len(docs))]
 
 
-@pytest.mark.parametrize("budget", [{"max_batch_words": 2_000}, {"max_batch_pairs": 300_000},
-                                    {"max_batch_words": 3_000, "max_batch_pairs": 500_000}])
+@pytest.mark.parametrize(
+    "budget",
+    [{"max_batch_words": 2_000}, {"max_batch_pairs": 300_000}, {"max_batch_words": 3_000, "max_batch_pairs": 500_000}],
+)
 def test_no_batch_passes_its_budget_and_every_document_is_read_once(budget):
     enc, limits = _mixed(), {**LIMITS, **budget}
     sampler = batch_sampler(enc, "hierarchical", limits, 64, seed=3)

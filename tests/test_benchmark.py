@@ -20,13 +20,38 @@ def test_benchmark_two_models_two_seeds(tmp_path, monkeypatch):
         with open(folder / f"{split}.jsonl", "w") as f:
             for t, y in zip(sp[split].texts, sp[split].labels):
                 f.write(json.dumps({"text": t, "label": y}) + "\n")
-    res = CliRunner().invoke(app, [
-        "benchmark", "--data", str(folder / "train.jsonl"), "--models", "han,han-max", "--seeds", "2", "--first-seed", "3",
-        "--runs", str(tmp_path / "runs"),
-        "--out", str(tmp_path / "bench"), "--max-epochs", "1",
-        "--set", "embedding_dim=16", "--set", "hidden_size=8", "--set", "context_dim=8",
-        "--set", "embeddings=random", "--set", "min_count=2", "--test", str(folder / "test.jsonl"),
-    ])
+    res = CliRunner().invoke(
+        app,
+        [
+            "benchmark",
+            "--data",
+            str(folder / "train.jsonl"),
+            "--models",
+            "han,han-max",
+            "--seeds",
+            "2",
+            "--first-seed",
+            "3",
+            "--runs",
+            str(tmp_path / "runs"),
+            "--out",
+            str(tmp_path / "bench"),
+            "--max-epochs",
+            "1",
+            "--set",
+            "embedding_dim=16",
+            "--set",
+            "hidden_size=8",
+            "--set",
+            "context_dim=8",
+            "--set",
+            "embeddings=random",
+            "--set",
+            "min_count=2",
+            "--test",
+            str(folder / "test.jsonl"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     rows = json.loads((tmp_path / "bench" / "results.json").read_text())
     assert [r["model"] for r in rows] == ["han", "han-max"]
@@ -51,14 +76,28 @@ def test_benchmark_two_models_two_seeds(tmp_path, monkeypatch):
     assert about["models"] == ["han", "han-max"] and about["seeds"] == [3, 4]
     assert about["finished_models"] == ["han", "han-max"] and about["wall_seconds"] > 0
     assert about["machine"]["cpu_count"] >= 1 and about["machine"]["torch_threads"] >= 1
-    assert about["command"].split()[0] == "docattn" and about["options"]["embedding_dim"] == 16  # argv: the runner's here
+    assert (
+        about["command"].split()[0] == "docattn" and about["options"]["embedding_dim"] == 16
+    )  # argv: the runner's here
 
 
 def _trial(seed: int, acc: float) -> dict:
-    return {"seed": seed, "test_accuracy": acc, "test_macro_f1": acc, "valid_accuracy": acc, "train_seconds": 10.0,
-            "train_ms_per_document": 1.0, "train_docs_per_s": 1000.0, "inference_docs_per_s": 2000.0, "parameters": 7,
-            "peak_memory_mb": 100.0, "peak_memory_kind": "process_rss_peak", "device": "cpu", "stopped_on_budget": False,
-            "history": [{"epoch": 0, "step": 1, "val_acc": acc, "elapsed_s": 10.0}]}
+    return {
+        "seed": seed,
+        "test_accuracy": acc,
+        "test_macro_f1": acc,
+        "valid_accuracy": acc,
+        "train_seconds": 10.0,
+        "train_ms_per_document": 1.0,
+        "train_docs_per_s": 1000.0,
+        "inference_docs_per_s": 2000.0,
+        "parameters": 7,
+        "peak_memory_mb": 100.0,
+        "peak_memory_kind": "process_rss_peak",
+        "device": "cpu",
+        "stopped_on_budget": False,
+        "history": [{"epoch": 0, "step": 1, "val_acc": acc, "elapsed_s": 10.0}],
+    }
 
 
 def test_merge_seeds_run_in_parallel(tmp_path):
@@ -80,7 +119,10 @@ def test_merge_seeds_run_in_parallel(tmp_path):
         folders.append(folder)
     rows = merge(tmp_path / "merged", folders)
     assert rows[0]["seeds"] == [0, 1, 2]
-    assert abs(rows[0]["test_accuracy"]["mean"] - 0.81) < 1e-12 and abs(rows[0]["test_accuracy"]["std"] - (2 / 3) ** 0.5 / 100) < 1e-12  # population std, as benchmark
+    assert (
+        abs(rows[0]["test_accuracy"]["mean"] - 0.81) < 1e-12
+        and abs(rows[0]["test_accuracy"]["std"] - (2 / 3) ** 0.5 / 100) < 1e-12
+    )  # population std, as benchmark
     about = json.loads((tmp_path / "merged" / "run.json").read_text())
     assert about["commands"] == ["docattn benchmark --first-seed 0", "docattn benchmark --first-seed 2"]
     assert "| han |" in (tmp_path / "merged" / "results.md").read_text()
@@ -99,13 +141,44 @@ def test_benchmark_encodes_with_each_models_data_settings(tmp_path, monkeypatch)
             f.write("review,sentiment\n")
             for t, y in zip(sp[split].texts, sp[split].labels):
                 f.write('"' + t.replace('"', '""') + f'",{y}\n')
-    res = CliRunner().invoke(app, [
-        "benchmark", "--data", str(tmp_path / "train.csv"), "--test", str(tmp_path / "test.csv"),
-        "--text-col", "review", "--label-col", "sentiment", "--models", "han,can-one-max", "--seeds", "1",
-        "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "bench"), "--max-epochs", "1",
-        "--set", "embedding_dim=16", "--set", "embeddings=random", "--set", "han:hidden_size=8", "--set", "han:context_dim=8",
-        "--set", "can-one-max:d_model=16", "--set", "can-one-max:heads=2", "--set", "can-one-max:min_count=1",
-    ])
+    res = CliRunner().invoke(
+        app,
+        [
+            "benchmark",
+            "--data",
+            str(tmp_path / "train.csv"),
+            "--test",
+            str(tmp_path / "test.csv"),
+            "--text-col",
+            "review",
+            "--label-col",
+            "sentiment",
+            "--models",
+            "han,can-one-max",
+            "--seeds",
+            "1",
+            "--runs",
+            str(tmp_path / "runs"),
+            "--out",
+            str(tmp_path / "bench"),
+            "--max-epochs",
+            "1",
+            "--set",
+            "embedding_dim=16",
+            "--set",
+            "embeddings=random",
+            "--set",
+            "han:hidden_size=8",
+            "--set",
+            "han:context_dim=8",
+            "--set",
+            "can-one-max:d_model=16",
+            "--set",
+            "can-one-max:heads=2",
+            "--set",
+            "can-one-max:min_count=1",
+        ],
+    )
     assert res.exit_code == 0, res.output
     han = json.loads((tmp_path / "runs" / "han-seed0" / "config.json").read_text())
     can = json.loads((tmp_path / "runs" / "can-one-max-seed0" / "config.json").read_text())
@@ -118,12 +191,17 @@ def test_benchmark_encodes_with_each_models_data_settings(tmp_path, monkeypatch)
 
 def test_benchmark_argument_errors(tmp_path):
     runner = CliRunner()
-    for args, message in ((["--seeds", "0"], "--seeds"), (["--models", " "], "no model"),
-                          (["--models", "han", "--set", "hsan:dropout=0.1"], "not in --models"),
-                          (["--models", "han", "--set", "hiden_size=3"], "hiden_size"),
-                          (["--models", "han", "--set", "progress=false"], "set by the benchmark"),
-                          (["--models", "han", "--set", "han:seed=3"], "--first-seed")):
-        res = runner.invoke(app, ["benchmark", "--data", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "b"), *args])
+    for args, message in (
+        (["--seeds", "0"], "--seeds"),
+        (["--models", " "], "no model"),
+        (["--models", "han", "--set", "hsan:dropout=0.1"], "not in --models"),
+        (["--models", "han", "--set", "hiden_size=3"], "hiden_size"),
+        (["--models", "han", "--set", "progress=false"], "set by the benchmark"),
+        (["--models", "han", "--set", "han:seed=3"], "--first-seed"),
+    ):
+        res = runner.invoke(
+            app, ["benchmark", "--data", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "b"), *args]
+        )
         assert res.exit_code != 0 and message in str(res.exception), (args, res.exception)
 
 
@@ -139,16 +217,22 @@ def test_benchmark_jobs_run_trials_in_workers_with_the_same_results(tmp_path, mo
                 f.write(json.dumps({"text": t, "label": y}) + "\n")
     data = PathData(tmp_path / "train.jsonl", tmp_path / "test.jsonl")
     opts = {"max_epochs": 1}
-    per_model = {"han": {"embedding_dim": 16, "hidden_size": 8, "context_dim": 8, "embeddings": "random", "min_count": 2},
-                 "logreg": {"min_df": 1}}
+    per_model = {
+        "han": {"embedding_dim": 16, "hidden_size": 8, "context_dim": 8, "embeddings": "random", "min_count": 2},
+        "logreg": {"min_df": 1},
+    }
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # what each of 2 workers gets on a 2-core machine
     try:
-        one = run_benchmark(["han", "logreg"], data, [0, 1], tmp_path / "seq", opts, "t", per_model, log=lambda *a: None)
+        one = run_benchmark(
+            ["han", "logreg"], data, [0, 1], tmp_path / "seq", opts, "t", per_model, log=lambda *a: None
+        )
     finally:
         torch.set_num_threads(threads)
     lines = []
-    two = run_benchmark(["han", "logreg"], data, [0, 1], tmp_path / "par", opts, "t", per_model, log=lines.append, jobs=2)
+    two = run_benchmark(
+        ["han", "logreg"], data, [0, 1], tmp_path / "par", opts, "t", per_model, log=lines.append, jobs=2
+    )
     assert [r["model"] for r in two] == ["han", "logreg"] and [r["seeds"] for r in two] == [[0, 1], [0, 1]]
     for a, b in zip(one, two):
         assert [t["test_accuracy"] for t in a["trials"]] == [t["test_accuracy"] for t in b["trials"]]
@@ -182,14 +266,37 @@ def test_a_diverging_trial_is_a_result_and_tune_goes_on(tmp_path, monkeypatch):
     data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
     kim = dict(embeddings="random", embedding_dim=16, max_epochs=1, optimizer="adam", min_count=2)
     trial = run_one("kim-cnn", data, 0, {**kim, "lr": 1e12}, None)
-    assert trial["diverged"].startswith("training diverged") and trial["test_accuracy"] is None and trial["parameters"] > 0
+    assert (
+        trial["diverged"].startswith("training diverged") and trial["test_accuracy"] is None and trial["parameters"] > 0
+    )
     row = summarize("kim-cnn", [trial])
     assert row["diverged_seeds"] == [0] and "diverged: seed 0" in markdown_table([row], "t")
     path = tmp_path / "train.jsonl"
     synthetic.write_jsonl(sp["train"], path)
-    res = CliRunner().invoke(app, ["tune", "--model", "kim-cnn", "--train", str(path), "--out", str(tmp_path / "tune"),
-                                   "--lr", "1e12,0.001", "--epochs", "1", "--set", "embeddings=random",
-                                   "--set", "embedding_dim=16", "--set", "optimizer=adam", "--set", "min_count=2"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "tune",
+            "--model",
+            "kim-cnn",
+            "--train",
+            str(path),
+            "--out",
+            str(tmp_path / "tune"),
+            "--lr",
+            "1e12,0.001",
+            "--epochs",
+            "1",
+            "--set",
+            "embeddings=random",
+            "--set",
+            "embedding_dim=16",
+            "--set",
+            "optimizer=adam",
+            "--set",
+            "min_count=2",
+        ],
+    )
     assert res.exit_code == 0, res.output
     tuned = json.loads((tmp_path / "tune" / "tune.json").read_text())
     assert "diverged" in tuned["trials"][0] and tuned["best"]["lr"] == 0.001
@@ -215,12 +322,31 @@ def test_an_interrupted_tune_keeps_its_finished_trials_and_resumes(tmp_path, mon
     monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
     path = tmp_path / "train.jsonl"
     synthetic.write_jsonl(synthetic.make_splits(n_train=200, n_test=10, seed=5)["train"], path)
-    args = ["tune", "--model", "kim-cnn", "--train", str(path), "--out", str(tmp_path / "tune"), "--lr", "0.001,0.002",
-            "--epochs", "2", "--set", "embeddings=random", "--set", "embedding_dim=16", "--set", "min_count=2"]
+    args = [
+        "tune",
+        "--model",
+        "kim-cnn",
+        "--train",
+        str(path),
+        "--out",
+        str(tmp_path / "tune"),
+        "--lr",
+        "0.001,0.002",
+        "--epochs",
+        "2",
+        "--set",
+        "embeddings=random",
+        "--set",
+        "embedding_dim=16",
+        "--set",
+        "min_count=2",
+    ]
     _interrupt_in_epoch(monkeypatch, epoch=1, lr=0.002)
     res = CliRunner().invoke(app, args)
     assert isinstance(res.exception, Interrupted), res.output
-    assert "tune.json keeps the 1 trial(s) finished before it. Go on with the same command and --resume" in str(res.exception)
+    assert "tune.json keeps the 1 trial(s) finished before it. Go on with the same command and --resume" in str(
+        res.exception
+    )
     tuned = json.loads((tmp_path / "tune" / "tune.json").read_text())
     assert tuned["complete"] is False and [t["lr"] for t in tuned["trials"]] == [0.001]
     monkeypatch.undo()
@@ -230,7 +356,9 @@ def test_an_interrupted_tune_keeps_its_finished_trials_and_resumes(tmp_path, mon
     assert "lr 0.001: kept from tune.json" in res.output
     tuned = json.loads((tmp_path / "tune" / "tune.json").read_text())
     assert tuned["complete"] is True and [t["lr"] for t in tuned["trials"]] == [0.001, 0.002]
-    epochs = [line.split(",")[0] for line in (tmp_path / "tune" / "lr=0.002" / "metrics.csv").read_text().splitlines()[1:]]
+    epochs = [
+        line.split(",")[0] for line in (tmp_path / "tune" / "lr=0.002" / "metrics.csv").read_text().splitlines()[1:]
+    ]
     assert epochs == ["0", "1"]  # its first epoch was not trained again
     res = CliRunner().invoke(app, args[:-1] + ["min_count=3", "--resume"])
     assert res.exit_code != 0 and "searched with other settings (options" in str(res.exception)
@@ -254,7 +382,9 @@ def test_an_interrupted_benchmark_says_what_it_keeps(tmp_path, monkeypatch):
     data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
     _interrupt_in_epoch(monkeypatch, epoch=1)
     try:
-        run_one("kim-cnn", data, 3, dict(embeddings="random", embedding_dim=16, max_epochs=2, min_count=2), tmp_path / "run")
+        run_one(
+            "kim-cnn", data, 3, dict(embeddings="random", embedding_dim=16, max_epochs=2, min_count=2), tmp_path / "run"
+        )
     except Interrupted as err:
         message, caught = str(err), err
     import pickle  # from a --jobs worker to the main process
@@ -262,6 +392,8 @@ def test_an_interrupted_benchmark_says_what_it_keeps(tmp_path, monkeypatch):
     again = pickle.loads(pickle.dumps(caught))
     assert (str(again), again.signal, again.where) == (message, caught.signal, caught.where) and caught.signal == 2
     assert message.startswith("kim-cnn seed 3: training stopped by SIGINT in epoch 2 of 2")
-    assert message.endswith("results.json keeps the models whose seeds had all finished; run the others with --models "
-                            "into another --out (a run into this one replaces its results.json)")
+    assert message.endswith(
+        "results.json keeps the models whose seeds had all finished; run the others with --models "
+        "into another --out (a run into this one replaces its results.json)"
+    )
     assert "--resume" not in message

@@ -12,7 +12,9 @@ from docattn.classifier import DocumentClassifier
 from docattn.data import synthetic
 from docattn.errors import CheckpointError, ConfigError, DataError, DocattnError
 
-FAST = dict(max_epochs=1, embeddings="random", progress=False, min_count=2, embedding_dim=32, hidden_size=16, context_dim=16)
+FAST = dict(
+    max_epochs=1, embeddings="random", progress=False, min_count=2, embedding_dim=32, hidden_size=16, context_dim=16
+)
 
 
 @pytest.fixture(scope="module")
@@ -81,14 +83,17 @@ def test_another_models_weights_of_the_same_shapes_are_refused(fitted, tmp_path)
         DocumentClassifier.load(run)
 
 
-@pytest.mark.parametrize("edit,message", [
-    (lambda c: c.update(hparams=None), r"config\.json: malformed \('hparams' is NoneType"),
-    (lambda c: c.update(training=[1]), r"config\.json: malformed \("),
-    (lambda c: c.pop("labels"), r"config\.json: missing field 'labels'"),
-    (lambda c: c["training"].update(lr="fast"), r"config\.json: malformed \(lr must be a number, got 'fast'\)"),
-    (lambda c: c["hparams"].update(hidden_size="wide"), r"config\.json: cannot build model 'han' from its hparams"),
-    (lambda c: c.update(model="no-such-model"), r"config\.json: cannot build model 'no-such-model'"),
-])
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda c: c.update(hparams=None), r"config\.json: malformed \('hparams' is NoneType"),
+        (lambda c: c.update(training=[1]), r"config\.json: malformed \("),
+        (lambda c: c.pop("labels"), r"config\.json: missing field 'labels'"),
+        (lambda c: c["training"].update(lr="fast"), r"config\.json: malformed \(lr must be a number, got 'fast'\)"),
+        (lambda c: c["hparams"].update(hidden_size="wide"), r"config\.json: cannot build model 'han' from its hparams"),
+        (lambda c: c.update(model="no-such-model"), r"config\.json: cannot build model 'no-such-model'"),
+    ],
+)
 def test_a_hand_edited_config_is_one_error_naming_the_file(fitted, tmp_path, edit, message):
     run = fitted.save(tmp_path / "run")
     cfg = json.loads((run / "config.json").read_text())
@@ -127,7 +132,6 @@ def test_bad_inputs_give_clear_errors(fitted):
         with pytest.raises(DataError, match="document 1 has no label"):
             DocumentClassifier("nb").fit(["a", "b"], ["x", missing])
 
-
     class Frame:  # what matters of a pandas DataFrame: iterating it gives its column names
         def __init__(self, columns):
             self.columns = list(columns)
@@ -141,7 +145,9 @@ def test_bad_inputs_give_clear_errors(fitted):
 
     columns = [["good film", "bad film", "fine"]]
     assert len(fitted.predict(Frame(["text"]))) == 3  # one column: its documents, not the word "text"
-    with pytest.raises(DataError, match=r"a table with columns \['text', 'label'\]; pass its text column, e.g. df\['text'\]"):
+    with pytest.raises(
+        DataError, match=r"a table with columns \['text', 'label'\]; pass its text column, e.g. df\['text'\]"
+    ):
         fitted.predict(Frame(["text", "label"]))
     with pytest.raises(ConfigError, match="unknown model"):
         DocumentClassifier("nope")
@@ -198,12 +204,22 @@ def test_unknown_or_mistyped_options_fail_in_the_constructor():
     assert DocumentClassifier("han", hidden_size=8, device="cpu", min_count=1).hparams == {"hidden_size": 8}
 
 
-@pytest.mark.parametrize("option, value, expected", [
-    ("min_count", "abc", "a whole number"), ("valid_fraction", "abc", "a number"), ("seed", "abc", "a whole number"),
-    ("warmup_steps", 2.5, "a whole number"), ("label_smoothing", "abc", "a number"),
-    ("lowercase", "maybe", "true or false"), ("paragraphs", "no", "true or false"), ("freeze_embeddings", 1, "true or false"),
-    ("hidden_size", "abc", "a whole number"), ("dropout", "x", "a number"), ("max_sentences", "x", "a whole number >= 0"),
-])
+@pytest.mark.parametrize(
+    "option, value, expected",
+    [
+        ("min_count", "abc", "a whole number"),
+        ("valid_fraction", "abc", "a number"),
+        ("seed", "abc", "a whole number"),
+        ("warmup_steps", 2.5, "a whole number"),
+        ("label_smoothing", "abc", "a number"),
+        ("lowercase", "maybe", "true or false"),
+        ("paragraphs", "no", "true or false"),
+        ("freeze_embeddings", 1, "true or false"),
+        ("hidden_size", "abc", "a whole number"),
+        ("dropout", "x", "a number"),
+        ("max_sentences", "x", "a whole number >= 0"),
+    ],
+)
 def test_options_of_the_wrong_type_are_named(option, value, expected):
     """Command-line values arrive as JSON or strings: a wrong type is a one-line error, never counted as true."""
     with pytest.raises(ConfigError, match=f"^{option} must be {expected}.*, got {value!r}$"):
@@ -252,11 +268,14 @@ def test_tuple_labels_survive_save_and_load(splits, tmp_path):
     assert again.score(tr.texts[:20], labels[:20]) == clf.score(tr.texts[:20], labels[:20])
 
 
-@pytest.mark.parametrize("bad, message", [
-    (frozenset({1}), r"label frozenset\(\{1\}\) \(frozenset\) cannot be saved with the model"),
-    (object(), r"\(object\) cannot be saved with the model"),
-    ([1, 2], r"document 1 has label \[1, 2\], which cannot be a label \(unhashable type: 'list'\)"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (frozenset({1}), r"label frozenset\(\{1\}\) \(frozenset\) cannot be saved with the model"),
+        (object(), r"\(object\) cannot be saved with the model"),
+        ([1, 2], r"document 1 has label \[1, 2\], which cannot be a label \(unhashable type: 'list'\)"),
+    ],
+)
 def test_labels_json_cannot_hold_are_data_errors_at_fit(bad, message):
     with pytest.raises(DataError, match=message):
         DocumentClassifier("nb").fit(["good film", "bad film", "fine film", "poor film"], ["a", bad, "a", bad])
@@ -270,7 +289,11 @@ def test_labels_written_alike_are_refused_and_text_labels_match_their_class():
         DocumentClassifier("nb").fit(["good film", "bad film", "fine film", "poor film"], [1, "1", 1, "1"])
     for classes, text in (([False, True], "True"), ([1.5, 2.5], "2.5"), ([1, 2], "2"), (["1", "2"], 2), ([1, 2], "02")):
         assert LabelMap(classes).encode([text]) == [1]
-    for classes, text in (([1, 2], "²"), ([1, 2], "+-3"), ([False, True], "1")):  # a DataError, never a ValueError or a bool
+    for classes, text in (
+        ([1, 2], "²"),
+        ([1, 2], "+-3"),
+        ([False, True], "1"),
+    ):  # a DataError, never a ValueError or a bool
         with pytest.raises(DataError, match="unseen in training"):
             LabelMap(classes).encode([text])
 
@@ -341,7 +364,7 @@ def test_han_learns_embedded_corpus_within_two_minutes(tmp_path):
     assert seconds < 120, seconds
     assert (tmp_path / "run" / "metrics.csv").read_text().count("\n") == 10  # header + 3 validations x 3 epochs
     epochs = clf.results["epoch_seconds"]  # wall time of each training epoch, validation excluded
-    assert len(epochs) == 3 and all(0 < e for e in epochs) and sum(epochs) < seconds
+    assert len(epochs) == 3 and all(e > 0 for e in epochs) and sum(epochs) < seconds
     from docattn.explain.rationale import rationale_scores
 
     items = clf.explain(sp["test"].sentences[:200])
@@ -369,6 +392,8 @@ def test_scikit_learn_clones_and_cross_validates_it(tmp_path):
     with pytest.raises(ConfigError, match="unknown option 'alpha' for kim-cnn"):
         clf.set_params(model="kim-cnn")
     assert clf.get_params() == {"model": "logreg-l1", "min_df": 1, "alpha": 0.5}  # refused: unchanged
-    loaded = DocumentClassifier.load(DocumentClassifier("nb", min_df=1, alpha=0.3).fit(texts, labels).save(tmp_path / "r"))
+    loaded = DocumentClassifier.load(
+        DocumentClassifier("nb", min_df=1, alpha=0.3).fit(texts, labels).save(tmp_path / "r")
+    )
     again = clone(loaded)  # the loaded run's settings, unfitted
     assert again.model is None and again.hparams["alpha"] == 0.3 and again.hparams["min_df"] == 1

@@ -31,8 +31,11 @@ def _check(matrix, coverage):
 @pytest.mark.parametrize("gz", [False, True], ids=["plain", "gz"])
 @pytest.mark.parametrize("kind", ["glove", "word2vec-text", "fasttext-vec"])
 def test_text_formats(tmp_path, kind, gz):
-    body = {"glove": _lines(ROWS), "word2vec-text": f"{len(ROWS)} 3\n" + _lines(ROWS),
-            "fasttext-vec": f"{len(ROWS)} 3\n" + _lines(ROWS, trailing=" ")}[kind]  # fastText ends lines with a space
+    body = {
+        "glove": _lines(ROWS),
+        "word2vec-text": f"{len(ROWS)} 3\n" + _lines(ROWS),
+        "fasttext-vec": f"{len(ROWS)} 3\n" + _lines(ROWS, trailing=" "),
+    }[kind]  # fastText ends lines with a space
     path = tmp_path / ("vectors.vec" if kind == "fasttext-vec" else "vectors.txt")
     if gz:
         path = path.with_name(path.name + ".gz")
@@ -77,15 +80,19 @@ def test_token_share_counts_running_text(tmp_path):
     assert coverage.token_share == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize("body, message", [
-    ("", "empty vector file"),
-    ("text,label\nhello,1\n", r":1: not a GloVe/word2vec vector file"),
-    ("good 1 2 3\nbad 1 2\n", r":2: 2 values, expected 3"),
-    ("good 1 2 3\nfilm 1 x 3\n", r":2: the values of 'film' are not all numbers"),
-    ("5 0\n", r":1: the header gives 0 dimensions"),
-    ("good 1 2 3\nfilm nan 1 2\n", r":2: the vector of 'film' holds NaN or infinite values"),
-    ("2 3\ngood 1 2 3 4 5 6\nbad 1 2 3 4 5 6\n", r":2: 6 values, expected 3 \(as the header says\)"),
-], ids=["empty", "csv", "short-line", "not-numbers", "zero-dim", "nan", "header-dim"])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("", "empty vector file"),
+        ("text,label\nhello,1\n", r":1: not a GloVe/word2vec vector file"),
+        ("good 1 2 3\nbad 1 2\n", r":2: 2 values, expected 3"),
+        ("good 1 2 3\nfilm 1 x 3\n", r":2: the values of 'film' are not all numbers"),
+        ("5 0\n", r":1: the header gives 0 dimensions"),
+        ("good 1 2 3\nfilm nan 1 2\n", r":2: the vector of 'film' holds NaN or infinite values"),
+        ("2 3\ngood 1 2 3 4 5 6\nbad 1 2 3 4 5 6\n", r":2: 6 values, expected 3 \(as the header says\)"),
+    ],
+    ids=["empty", "csv", "short-line", "not-numbers", "zero-dim", "nan", "header-dim"],
+)
 def test_bad_files_are_named(tmp_path, body, message):
     path = tmp_path / "vectors.txt"
     path.write_text(body)
@@ -120,9 +127,13 @@ def test_a_file_without_any_vocabulary_word_is_refused(tmp_path):
     data = prepare(sp["train"], None, None, DataSettings(min_count=2))
     path = tmp_path / "cased.txt"
     path.write_text("Good 1 2 3 4\nBad 1 2 3 4\n")
-    with pytest.raises(DataError, match=r"cased\.txt: none of the vocabulary's .* words has a vector there \(the vocabulary is lowercased"):
-        DocumentClassifier("han", max_epochs=1, embeddings=str(path), embedding_dim=4, hidden_size=4, context_dim=4,
-                           progress=False).fit_prepared(data)
+    with pytest.raises(
+        DataError,
+        match=r"cased\.txt: none of the vocabulary's .* words has a vector there \(the vocabulary is lowercased",
+    ):
+        DocumentClassifier(
+            "han", max_epochs=1, embeddings=str(path), embedding_dim=4, hidden_size=4, context_dim=4, progress=False
+        ).fit_prepared(data)
 
 
 def test_packaged_vectors_cover_every_word_and_place_related_words_together():
@@ -137,7 +148,7 @@ def test_packaged_vectors_cover_every_word_and_place_related_words_together():
     vocab = Vocabulary.build([" ".join(words)] * 3, TextConfig(), min_count=1)
     matrix, coverage = packaged_vectors("wordllama", vocab, spread=0.3)
     assert matrix.shape == (len(vocab), 256) and coverage.words_found == len(vocab) - len(SPECIAL_TOKENS)
-    assert abs(matrix[len(SPECIAL_TOKENS):].std() - 0.3) < 1e-3 and not matrix[0].any()  # PAD stays zero
+    assert abs(matrix[len(SPECIAL_TOKENS) :].std() - 0.3) < 1e-3 and not matrix[0].any()  # PAD stays zero
     unit = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-9)
     sim = lambda a, b: float(unit[vocab.index[a]] @ unit[vocab.index[b]])  # noqa: E731
     assert sim("good", "great") > sim("good", "football") and sim("bad", "terrible") > sim("bad", "election")

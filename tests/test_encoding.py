@@ -31,7 +31,10 @@ def test_ragged_ranges():
 
 def _toy(n=50, seed=0):
     rng = np.random.default_rng(seed)
-    docs = [sum(([*rng.integers(3, 30, rng.integers(1, 15))] + [SEP] for _ in range(rng.integers(1, 9))), []) for _ in range(n)]
+    docs = [
+        sum(([*rng.integers(3, 30, rng.integers(1, 15))] + [SEP] for _ in range(rng.integers(1, 9))), [])
+        for _ in range(n)
+    ]
     tok, so, do = encode_ids(docs)
     return EncodedCorpus(tok, so, do, rng.integers(0, 3, n)), docs
 
@@ -107,7 +110,17 @@ def test_sampler_buckets_by_length_and_reshuffles():
 def test_subset_round_trip():
     enc, _ = _toy()
     sub = enc.subset([4, 2])
-    assert sub.tokens.tolist() == np.concatenate([enc.tokens[enc.sentence_offsets[enc.document_offsets[d]]:enc.sentence_offsets[enc.document_offsets[d + 1]]] for d in (4, 2)]).tolist()
+    assert (
+        sub.tokens.tolist()
+        == np.concatenate(
+            [
+                enc.tokens[
+                    enc.sentence_offsets[enc.document_offsets[d]] : enc.sentence_offsets[enc.document_offsets[d + 1]]
+                ]
+                for d in (4, 2)
+            ]
+        ).tolist()
+    )
 
 
 def test_cache_is_atomic_and_reused(tmp_path):
@@ -184,7 +197,9 @@ def test_prepare_paths_second_run_does_not_tokenize(tmp_path, monkeypatch):
     _write_jsonl(tmp_path / "train.jsonl", 300, 0)
     _write_jsonl(tmp_path / "test.jsonl", 100, 1)
     settings = DataSettings(min_count=2)
-    first = prepare_paths(tmp_path / "train.jsonl", None, tmp_path / "test.jsonl", settings, cache_dir=tmp_path / "cache")
+    first = prepare_paths(
+        tmp_path / "train.jsonl", None, tmp_path / "test.jsonl", settings, cache_dir=tmp_path / "cache"
+    )
     import docattn.data.text as text
 
     def boom(*a, **k):
@@ -192,14 +207,18 @@ def test_prepare_paths_second_run_does_not_tokenize(tmp_path, monkeypatch):
 
     monkeypatch.setattr(text.Vocabulary, "encode_strings", boom)
     monkeypatch.setattr(text.Vocabulary, "build", boom)
-    second = prepare_paths(tmp_path / "train.jsonl", None, tmp_path / "test.jsonl", settings, cache_dir=tmp_path / "cache")
+    second = prepare_paths(
+        tmp_path / "train.jsonl", None, tmp_path / "test.jsonl", settings, cache_dir=tmp_path / "cache"
+    )
     assert isinstance(second.splits["train"].tokens, np.memmap)
     for k in first.splits:
         assert np.array_equal(first.splits[k].tokens, second.splits[k].tokens)
     assert second.vocab.tokens == first.vocab.tokens and second.labels.classes == first.labels.classes
     # a different setting is a different cache entry
     monkeypatch.undo()
-    third = prepare_paths(tmp_path / "train.jsonl", None, tmp_path / "test.jsonl", DataSettings(min_count=3), cache_dir=tmp_path / "cache")
+    third = prepare_paths(
+        tmp_path / "train.jsonl", None, tmp_path / "test.jsonl", DataSettings(min_count=3), cache_dir=tmp_path / "cache"
+    )
     assert third.info["cache"] != second.info["cache"]
 
 
@@ -249,4 +268,3 @@ def test_a_classes_file_beside_a_csv_is_part_of_its_fingerprint(tmp_path):
     named = fingerprint_path(tmp_path / "train.csv")
     (tmp_path / "classes.txt").write_text("POS\nNEG\n")
     assert len({before, named, fingerprint_path(tmp_path / "train.csv")}) == 3
-

@@ -17,8 +17,14 @@ from docattn.data import synthetic
 from docattn.data.encoding import EncodedCorpus
 from docattn.data.text import UNK
 from docattn.explain.faithfulness import compact, fit_to_limits, top_fraction
-from docattn.explain.rationale import average_precision, model_rationales, precision_recall_at, rationale_metrics, rationale_scores
 from docattn.explain.metrics import diagonality, entropy, gini, zero_share
+from docattn.explain.rationale import (
+    average_precision,
+    model_rationales,
+    precision_recall_at,
+    rationale_metrics,
+    rationale_scores,
+)
 
 # tiny hyper-parameters of the models used here (fast on two shared CPU cores)
 TINY = {
@@ -61,7 +67,9 @@ def test_diagonality_known_values():
     padded[0, :4, :4] = uniform
     padded[1, :4, :4] = anti
     mask = np.array([[1, 1, 1, 1, 0]] * 2, dtype=bool)
-    np.testing.assert_allclose(diagonality(padded, mask, bandwidths=(1, 2, 3)), [[10 / 16, 14 / 16, 1.0], [0.5, 0.5, 1.0]])
+    np.testing.assert_allclose(
+        diagonality(padded, mask, bandwidths=(1, 2, 3)), [[10 / 16, 14 / 16, 1.0], [0.5, 0.5, 1.0]]
+    )
 
 
 def test_entropy_and_zero_share():
@@ -77,10 +85,13 @@ def test_rationale_metrics_hand_made():
     p, r = precision_recall_at(np.array([0.1, 0.9, 0.5, 0.3]), np.array([True, True, False, False]), [1, 2, 10])
     np.testing.assert_allclose(p, [1.0, 0.5, 0.5])
     np.testing.assert_allclose(r, [0.5, 0.5, 1.0])
-    item = {"layout": "hierarchical", "sentences": [
-        {"tokens": ["a", "b"], "weight": 0.2, "word_weights": [0.5, 0.5]},
-        {"tokens": ["not", "good", "x"], "weight": 0.8, "word_weights": [0.3, 0.6, 0.1]},
-    ]}
+    item = {
+        "layout": "hierarchical",
+        "sentences": [
+            {"tokens": ["a", "b"], "weight": 0.2, "word_weights": [0.5, 0.5]},
+            {"tokens": ["not", "good", "x"], "weight": 0.8, "word_weights": [0.3, 0.6, 0.1]},
+        ],
+    }
     rat = {"sentences": [1], "words": [[1, 0], [1, 1]]}
     out = rationale_metrics([item], [rat], ks=(1, 2))
     assert out["top_sentence_accuracy"] == 1.0 and out["word_auprc"] == 1.0
@@ -97,8 +108,12 @@ def test_rationale_positions_follow_the_models_text_processing():
     from docattn.explain.attention import surface_sentences
 
     sentences = [["a dull start .", "the plot , sadly , is not good ."]]
-    corpus = Corpus(texts=[" ".join(sentences[0])], labels=["neg"], sentences=sentences,
-                    rationales=[{"sentences": [1], "words": [[1, 6], [1, 7], [1, 2]]}])  # not, good, ","
+    corpus = Corpus(
+        texts=[" ".join(sentences[0])],
+        labels=["neg"],
+        sentences=sentences,
+        rationales=[{"sentences": [1], "words": [[1, 6], [1, 7], [1, 2]]}],
+    )  # not, good, ","
     plain = Vocabulary.build(["x"], TextConfig(), min_count=1)
     assert model_rationales(plain, corpus)[0]["words"] == [[1, 6], [1, 7], [1, 2]]
     clean = Vocabulary.build(["x"], TextConfig(hcan_clean=True), min_count=1)
@@ -109,12 +124,18 @@ def test_rationale_positions_follow_the_models_text_processing():
 
 def test_removal_on_encoded_corpus():
     # doc 0: sentences [5 6 7] [8]; doc 1: [9 10]
-    enc = EncodedCorpus(tokens=np.array([5, 6, 7, 8, 9, 10], dtype=np.int32), sentence_offsets=np.array([0, 3, 4, 6]),
-                        document_offsets=np.array([0, 2, 3]), labels=np.array([0, 1]))
+    enc = EncodedCorpus(
+        tokens=np.array([5, 6, 7, 8, 9, 10], dtype=np.int32),
+        sentence_offsets=np.array([0, 3, 4, 6]),
+        document_offsets=np.array([0, 2, 3]),
+        labels=np.array([0, 1]),
+    )
     scores = np.array([0.1, 0.9, 0.2, 0.5, 0.3, 0.4])
     top = top_fraction(enc, scores, 50)  # ceil(2 of 4) and ceil(1 of 2)
     np.testing.assert_array_equal(top, [False, True, False, True, False, True])
-    np.testing.assert_array_equal(top_fraction(enc, scores, 1), [False, True, False, False, False, True])  # at least one
+    np.testing.assert_array_equal(
+        top_fraction(enc, scores, 1), [False, True, False, False, False, True]
+    )  # at least one
     kept = compact(enc, ~top)  # sentence [8] empties and goes
     np.testing.assert_array_equal(kept.tokens, [5, 7, 9])
     np.testing.assert_array_equal(kept.sentence_offsets, [0, 2, 3])
@@ -274,7 +295,7 @@ def test_html_report_is_self_contained_and_complete(han, splits, tmp_path):
     from docattn.explain.html import write_html
 
     clf, _ = han
-    texts = splits["test"].sentences[:5] + [["Tom's <b>bold</b> & \"quoted\" text, naïve café!"]]
+    texts = splits["test"].sentences[:5] + [['Tom\'s <b>bold</b> & "quoted" text, naïve café!']]
     items = clf.explain(texts)
     parser = _check_report(write_html(items, tmp_path / "r.html", title="<t>"), items)
     assert any(w > 0 for _, spans in parser.docs[0] for _, w, _ in spans)
@@ -295,7 +316,9 @@ def test_unread_words_are_said_and_greyed_not_shown_as_ignored(self_attention, h
     assert (item["sentences_read"], item["sentence_count"]) == (2, 4) and len(item["sentences"]) == 2
     assert [s["words_read"] for s in item["sentences"]] == [10, 2]
     page = write_html([item], tmp_path / "h.html").read_text()
-    assert "read the first 2 of 4 sentences" in page and page.count('class="w unread"') == 21  # 30 words and '.' past 10
+    assert (
+        "read the first 2 of 4 sentences" in page and page.count('class="w unread"') == 21
+    )  # 30 words and '.' past 10
     flat, _ = self_attention
     if flat.model.layout != "flat":
         return
@@ -326,18 +349,22 @@ def test_html_views_per_head_or_query(splits, tmp_path_factory, tmp_path):
 
 
 def test_attention_matrix_figures(self_attention, splits, tmp_path, test_file):
-    from docattn.explain.plots import plot_attention_matrix
     from docattn.explain.collect import document_matrices
+    from docattn.explain.plots import plot_attention_matrix
 
     clf, run = self_attention
-    short = int(np.argmin([sum(len(s.split()) for s in doc) for doc in splits["test"].sentences]))  # fewer labels to draw
+    short = int(
+        np.argmin([sum(len(s.split()) for s in doc) for doc in splits["test"].sentences])
+    )  # fewer labels to draw
     mats = document_matrices(clf, splits["test"], short)
     assert mats and all(m["matrix"].shape == (len(m["tokens"]),) * 2 for m in mats)
     assert mats[0]["tokens"][:3] == " ".join(splits["test"].sentences[short]).split()[:3]
     svg = plot_attention_matrix(mats[0]["matrix"][:6, :6], mats[0]["tokens"][:6], tmp_path / "m.svg", "test")
     assert svg.read_text().lstrip().startswith(("<?xml", "<svg"))
-    res = CliRunner().invoke(app, ["attention-matrix", str(run), "--data", str(test_file), "--doc", str(short),
-                                   "--out", str(tmp_path / "figs")])
+    res = CliRunner().invoke(
+        app,
+        ["attention-matrix", str(run), "--data", str(test_file), "--doc", str(short), "--out", str(tmp_path / "figs")],
+    )
     assert res.exit_code == 0, res.output
     files = sorted((tmp_path / "figs").glob("*.png"))
     assert len(files) == len(mats) >= 1
@@ -345,8 +372,10 @@ def test_attention_matrix_figures(self_attention, splits, tmp_path, test_file):
     from docattn.data.readers import read_corpus
 
     doc_id = read_corpus(test_file).ids[short]  # the id explain and predict show picks the same document
-    res = CliRunner().invoke(app, ["attention-matrix", str(run), "--data", str(test_file), "--id", str(doc_id),
-                                   "--out", str(tmp_path / "by-id")])
+    res = CliRunner().invoke(
+        app,
+        ["attention-matrix", str(run), "--data", str(test_file), "--id", str(doc_id), "--out", str(tmp_path / "by-id")],
+    )
     assert res.exit_code == 0, res.output
     assert sorted(f.name for f in (tmp_path / "by-id").glob("*.png")) == [f.name for f in files]
 
@@ -401,17 +430,20 @@ def test_explain_refuses_a_model_without_weights(splits, tmp_path_factory, test_
     assert "gives no attention or pooling weights" in str(res.exception or res.output)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["attention-matrix", "--sentence", "foo"], "--sentence takes a sentence index"),
-    (["attention-matrix", "--image-format", "bmp"], "--image-format must be one of"),
-    (["attention-matrix", "--max-tokens", "-5"], "--max-tokens is the number of words per axis to show (0: all)"),
-    (["attention-matrix", "--id", "nope"], "no document with id 'nope'"),
-    (["attention-dist", "--word", "film", "--out", "x.txt"], "the figure's name must end in"),
-    (["faithfulness", "--percents", "abc"], "--percents takes numbers"),
-    (["faithfulness", "--percents", "0,150"], "above 0 and at most 100"),
-    (["faithfulness", "--ig-steps", "0"], "--ig-steps must be at least 1"),
-    (["explain", "--html", "."], "is a folder; give a file name"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["attention-matrix", "--sentence", "foo"], "--sentence takes a sentence index"),
+        (["attention-matrix", "--image-format", "bmp"], "--image-format must be one of"),
+        (["attention-matrix", "--max-tokens", "-5"], "--max-tokens is the number of words per axis to show (0: all)"),
+        (["attention-matrix", "--id", "nope"], "no document with id 'nope'"),
+        (["attention-dist", "--word", "film", "--out", "x.txt"], "the figure's name must end in"),
+        (["faithfulness", "--percents", "abc"], "--percents takes numbers"),
+        (["faithfulness", "--percents", "0,150"], "above 0 and at most 100"),
+        (["faithfulness", "--ig-steps", "0"], "--ig-steps must be at least 1"),
+        (["explain", "--html", "."], "is a folder; give a file name"),
+    ],
+)
 def test_explain_commands_check_their_options_first(han, test_file, args, message):
     res = subprocess_cli(args[0], str(han[1]), "--data", str(test_file), *args[1:])
     assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr[-1500:]
@@ -428,15 +460,30 @@ def test_hierarchical_options_on_a_flat_model_are_errors(self_attention, test_fi
 
 
 def test_explain_writes_json_into_a_new_folder(han, test_file, tmp_path):
-    res = CliRunner().invoke(app, ["explain", str(han[1]), "--data", str(test_file), "--n", "2",
-                                   "--html", str(tmp_path / "a" / "r.html"), "--json", str(tmp_path / "b" / "w.json")])
+    res = CliRunner().invoke(
+        app,
+        [
+            "explain",
+            str(han[1]),
+            "--data",
+            str(test_file),
+            "--n",
+            "2",
+            "--html",
+            str(tmp_path / "a" / "r.html"),
+            "--json",
+            str(tmp_path / "b" / "w.json"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert len(json.loads((tmp_path / "b" / "w.json").read_text())) == 2
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["w.json"]  # no temporary file left
 
 
 def test_attention_matrix_says_when_there_is_none(han, test_file, tmp_path):
-    res = CliRunner().invoke(app, ["attention-matrix", str(han[1]), "--data", str(test_file), "--out", str(tmp_path / "none")])
+    res = CliRunner().invoke(
+        app, ["attention-matrix", str(han[1]), "--data", str(test_file), "--out", str(tmp_path / "none")]
+    )
     assert res.exit_code == 1 and "no self-attention" in res.output
 
 
@@ -445,8 +492,9 @@ def test_attention_matrix_says_when_there_is_none(han, test_file, tmp_path):
 
 def test_attention_dist(han, test_file, tmp_path):
     fig = tmp_path / "good.png"
-    res = CliRunner().invoke(app, ["attention-dist", str(han[1]), "--data", str(test_file), "--word", "good",
-                                   "--out", str(fig), "--json"])
+    res = CliRunner().invoke(
+        app, ["attention-dist", str(han[1]), "--data", str(test_file), "--word", "good", "--out", str(fig), "--json"]
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["word"] == "good" and fig.exists()
@@ -508,7 +556,9 @@ def test_column_gini_tells_every_word_attending_to_one_word_from_a_diagonal_band
         s.add(weights, mask)
         result[name] = s.result()
     assert result["column"]["gini_columns"] == pytest.approx((T - 1) / T)  # all the mass received by one word
-    assert result["band"]["gini_columns"] == pytest.approx(0.0) and result["uniform"]["gini_columns"] == pytest.approx(0.0)
+    assert result["band"]["gini_columns"] == pytest.approx(0.0) and result["uniform"]["gini_columns"] == pytest.approx(
+        0.0
+    )
     assert result["band"]["gini"] == pytest.approx(result["column"]["gini"])  # row sparsity cannot tell them apart
 
 
@@ -530,7 +580,9 @@ def test_faithfulness(han, test_file):
     from docattn.explain.faithfulness import attention_scores
 
     clf, run = han
-    res = CliRunner().invoke(app, ["faithfulness", str(run), "--data", str(test_file), "--n", "20", "--ig-steps", "4", "--json"])
+    res = CliRunner().invoke(
+        app, ["faithfulness", str(run), "--data", str(test_file), "--n", "20", "--ig-steps", "4", "--json"]
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["documents"] == 20 and out["percents"] == [1, 5, 10, 20, 50]
@@ -549,12 +601,34 @@ def test_faithfulness(han, test_file):
     enc = clf.encode([d["sentences"] for d in docs])
     expected = [math.sqrt(s["weight"]) * w for it in items for s in it["sentences"] for w in s["word_weights"]]
     np.testing.assert_allclose(attention_scores(clf, enc), expected, rtol=1e-5, atol=1e-7)
-    table = CliRunner().invoke(app, ["faithfulness", str(run), "--data", str(test_file), "--n", "5",
-                                     "--methods", "attention,random"])
+    table = CliRunner().invoke(
+        app, ["faithfulness", str(run), "--data", str(test_file), "--n", "5", "--methods", "attention,random"]
+    )
     assert table.exit_code == 0 and "AOPC" in table.stdout and "comp" in table.stdout
-    first, drawn = (json.loads(CliRunner().invoke(app, ["faithfulness", str(run), "--data", str(test_file), "--n", "6", "--seed", "1",
-                                                        "--methods", "random", "--json", *extra]).stdout)
-                    for extra in ([], ["--sample"]))
+    first, drawn = (
+        json.loads(
+            CliRunner()
+            .invoke(
+                app,
+                [
+                    "faithfulness",
+                    str(run),
+                    "--data",
+                    str(test_file),
+                    "--n",
+                    "6",
+                    "--seed",
+                    "1",
+                    "--methods",
+                    "random",
+                    "--json",
+                    *extra,
+                ],
+            )
+            .stdout
+        )
+        for extra in ([], ["--sample"])
+    )
     assert first["documents"] == drawn["documents"] == 6
     assert first["mean_words"] != drawn["mean_words"]  # --sample reads other documents than the first six
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_models import NEURAL, build, tiny_corpus
 
 from docattn.training.inference import make_batch
-
-from test_models import NEURAL, build, tiny_corpus
 
 pytestmark = [
     pytest.mark.gpu,
@@ -80,7 +79,9 @@ def test_fit_on_gpu_then_load_and_predict_on_cpu(tmp_path):
 
     sp = synthetic.make_splits(n_train=2000, n_test=400, seed=3)
     tr, te = sp["train"], sp["test"]
-    clf = DocumentClassifier("han", max_epochs=6, device="gpu", embeddings="random", progress=False, seed=0, min_count=2)
+    clf = DocumentClassifier(
+        "han", max_epochs=6, device="gpu", embeddings="random", progress=False, seed=0, min_count=2
+    )
     clf.fit(tr.sentences, tr.labels)
     assert clf.results["device"].startswith("cuda")  # trained there; the fitted model then predicts on the CPU
     assert clf.score(te.texts, te.labels) >= 0.8  # 0.91 in fp32 on the CPU; chance is 0.25
@@ -114,10 +115,21 @@ def test_test_split_is_scored_on_the_gpu_then_the_model_returns_to_the_cpu(monke
     data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
     seen = []
     real = trainer.evaluate_encoded
-    monkeypatch.setattr(trainer, "evaluate_encoded",
-                        lambda clf, enc: seen.append(next(clf.model.parameters()).device.type) or real(clf, enc))
-    clf = DocumentClassifier("han", max_epochs=1, device="gpu", embeddings="random", progress=False,
-                             embedding_dim=16, hidden_size=8, context_dim=8).fit_prepared(data)
+    monkeypatch.setattr(
+        trainer,
+        "evaluate_encoded",
+        lambda clf, enc: seen.append(next(clf.model.parameters()).device.type) or real(clf, enc),
+    )
+    clf = DocumentClassifier(
+        "han",
+        max_epochs=1,
+        device="gpu",
+        embeddings="random",
+        progress=False,
+        embedding_dim=16,
+        hidden_size=8,
+        context_dim=8,
+    ).fit_prepared(data)
     assert seen[-1] == "cuda" and clf.results["test"]["documents"] == 50
     assert next(clf.model.parameters()).device.type == "cpu"
 
@@ -139,8 +151,17 @@ def test_ema_average_lives_on_the_gpu_beside_the_model(monkeypatch):
         return real(self, trainer, pl_module, *args)
 
     monkeypatch.setattr(engine.EMAWeights, "on_train_batch_end", spy)
-    clf = DocumentClassifier("han", max_epochs=1, device="gpu", embeddings="random", progress=False, ema_decay=0.9,
-                             embedding_dim=16, hidden_size=8, context_dim=8).fit_prepared(data)
+    clf = DocumentClassifier(
+        "han",
+        max_epochs=1,
+        device="gpu",
+        embeddings="random",
+        progress=False,
+        ema_decay=0.9,
+        embedding_dim=16,
+        hidden_size=8,
+        context_dim=8,
+    ).fit_prepared(data)
     assert seen and set(seen) == {"cuda"} and clf.results["test"]["documents"] == 50
 
 
@@ -186,8 +207,17 @@ def test_loader_workers_pin_batches_for_the_gpu():
     from docattn.data import synthetic
 
     sp = synthetic.make_splits(n_train=200, n_test=20, seed=4)
-    clf = DocumentClassifier("han", max_epochs=1, device="gpu", embeddings="random", progress=False, loader_workers=2,
-                             embedding_dim=16, hidden_size=8, context_dim=8).fit(sp["train"].texts, sp["train"].labels)
+    clf = DocumentClassifier(
+        "han",
+        max_epochs=1,
+        device="gpu",
+        embeddings="random",
+        progress=False,
+        loader_workers=2,
+        embedding_dim=16,
+        hidden_size=8,
+        context_dim=8,
+    ).fit(sp["train"].texts, sp["train"].labels)
     assert clf.results["device"].startswith("cuda") and np.isfinite(clf.predict_proba(sp["test"].texts)).all()
     from docattn.data.batching import hierarchical_batch
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import train_briefly
 import torch
+from conftest import train_briefly
 
 from docattn.data.encoding import EncodedCorpus, encode_ids
 from docattn.errors import ConfigError
@@ -148,7 +148,11 @@ def test_flat_attention_outputs(name):
     att = model(batch, return_attention=True).attentions
     B, T = batch.mask.shape
     h = TINY["heads"]
-    keys = {"token", "self_a"} | ({"self_b"} if "-two-" in name else set()) | ({"token_heads"} if "target" in name else set())
+    keys = (
+        {"token", "self_a"}
+        | ({"self_b"} if "-two-" in name else set())
+        | ({"token_heads"} if "target" in name else set())
+    )
     assert set(att) == keys
     for key in ("self_a", "self_b"):
         if key in att:
@@ -248,7 +252,8 @@ def test_padding_width_does_not_change_a_sequence():
 
 @pytest.mark.parametrize("name,groups", [("hcan", 4), ("hcan-one-max", 4), ("hcan", 0)])
 def test_length_groups_change_nothing_but_speed(name, groups):
-    """The word hierarchy on length-sorted groups (equal or cost-chosen) gives the logits and weights of one padded pass."""
+    """The word hierarchy on length-sorted groups (equal or cost-chosen) gives the logits and weights of one
+    padded pass."""
     enc = corpus(seed=3, n_docs=10, max_sentences=5, max_words=12)
     grouped = build(name, scale=2.0, length_groups=groups, group_step_cost=4.0)
     single = build(name, scale=2.0, length_groups=1)

@@ -17,7 +17,8 @@ def _generator():
 
 def test_the_options_reference_is_current():
     assert (ROOT / "docs" / "options.md").read_text() == _generator().render(), (
-        "docs/options.md is stale: run python scripts/options_doc.py")
+        "docs/options.md is stale: run python scripts/options_doc.py"
+    )
 
 
 def test_every_option_has_a_meaning():

@@ -13,13 +13,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import without_the_fast_tar_reader
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from docattn.data import readers
 from docattn.data.readers import detect_format, read_corpus, read_splits, read_texts
 from docattn.errors import ConfigError, DataError
-from conftest import without_the_fast_tar_reader
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -49,8 +49,9 @@ def test_csv_with_header_defaults_to_text_and_label_columns(tmp_path):
 
 
 def test_csv_several_text_columns_by_name_are_joined_with_newlines(tmp_path):
-    path = write(tmp_path / "news.csv", "title,description,topic\nRates up,The bank raised rates.,business\n"
-                                         "Cup final,,sport\n")
+    path = write(
+        tmp_path / "news.csv", "title,description,topic\nRates up,The bank raised rates.,business\nCup final,,sport\n"
+    )
     corpus = read_corpus(path, text_columns=["title", "description"], label_column="topic")
     assert corpus.texts == ["Rates up\nThe bank raised rates.", "Cup final"]
     assert corpus.labels == ["business", "sport"]
@@ -129,7 +130,9 @@ def test_jsonl_fields_from_the_cli_column_options(tmp_path):
     assert corpus.texts == ["one", "two"] and corpus.labels == [3, 1]
     with pytest.raises(ConfigError, match="reads one text field"):
         read_corpus(path, **reader_options(None, "body,y", None))
-    with pytest.raises(DataError, match=r"no field 'text' \(fields: body, y\); pass text_field= \(on the command line --text-col\)"):
+    with pytest.raises(
+        DataError, match=r"no field 'text' \(fields: body, y\); pass text_field= \(on the command line --text-col\)"
+    ):
         read_corpus(path)
 
 
@@ -139,7 +142,9 @@ def test_ignore_labels_reads_text_whatever_the_labels(tmp_path):
         read_corpus(csv_path)
     corpus = read_corpus(csv_path, ignore_labels=True)
     assert corpus.texts == ["one", "two"] and corpus.labels is None
-    jsonl = write_jsonl(tmp_path / "d.jsonl", [{"text": "one", "label": "a"}, {"text": "two"}, {"text": "3", "label": ""}])
+    jsonl = write_jsonl(
+        tmp_path / "d.jsonl", [{"text": "one", "label": "a"}, {"text": "two"}, {"text": "3", "label": ""}]
+    )
     assert read_corpus(jsonl, ignore_labels=True).labels is None
     fasttext = write(tmp_path / "d.ft", "__label__a one\n__label__b two\n")
     assert read_corpus(fasttext, ignore_labels=True).labels is None
@@ -158,8 +163,11 @@ def test_jsonl_sentences_and_rationales(tmp_path):
 
 def test_jsonl_ids_and_text_as_a_list_of_sentences(tmp_path):
     """An "id" field names the document (predict writes it back); "text" may be a list of sentences, as in fit()."""
-    records = [{"id": "r-17", "text": ["Good film.", "  ", "Loved it."], "label": "pos"},
-               {"id": 42, "text": "Bad.", "label": "neg"}, {"id": True, "text": "Fine.", "label": "pos"}]
+    records = [
+        {"id": "r-17", "text": ["Good film.", "  ", "Loved it."], "label": "pos"},
+        {"id": 42, "text": "Bad.", "label": "neg"},
+        {"id": True, "text": "Fine.", "label": "pos"},
+    ]
     corpus = read_corpus(write_jsonl(tmp_path / "d.jsonl", records))
     assert corpus.ids == ["r-17", "42", "3"]  # a bool is no id: the line number stands
     assert corpus.sentences == [["Good film.", "Loved it."], None, None] and corpus.texts[0] == "Good film.\nLoved it."
@@ -169,7 +177,9 @@ def test_jsonl_ids_and_text_as_a_list_of_sentences(tmp_path):
 
     strings = documents_to_strings(corpus.texts, corpus.sentences, TextConfig())
     assert strings[0].count("\x1e") == 1  # the listed document keeps its two sentences beside text documents
-    with pytest.raises(DataError, match=r"d2\.jsonl:1: field 'text' must be a string or a list of sentences, found dict"):
+    with pytest.raises(
+        DataError, match=r"d2\.jsonl:1: field 'text' must be a string or a list of sentences, found dict"
+    ):
         read_corpus(write_jsonl(tmp_path / "d2.jsonl", [{"text": {"a": 1}}]))
 
 
@@ -215,7 +225,9 @@ def test_zhang_yahoo_three_text_columns_and_no_classes_file(tmp_path):
 
 def test_zhang_ag_news_backslash_line_breaks_and_fields_as_sentences(tmp_path):
     """AG News marks a line break with runs of backslashes, so "worm\\network" is no "\\n" escape."""
-    path = write(tmp_path / "ag.csv", '"4","Worms","a new worm\\network attack.\\\\The firm said"\n"1","T","one\\ntwo"\n')
+    path = write(
+        tmp_path / "ag.csv", '"4","Worms","a new worm\\network attack.\\\\The firm said"\n"1","T","one\\ntwo"\n'
+    )
     corpus = read_corpus(path, format="zhang")
     assert corpus.texts == ["Worms\n\na new worm\nnetwork attack.\nThe firm said", "T\n\none\ntwo"]
     from docattn.data.text import split_sentences
@@ -309,8 +321,12 @@ def test_folder_layout_imdb_like(imdb_like):
 def test_read_texts_takes_training_text_with_unlabelled_folders_and_never_test(imdb_like):
     texts = read_texts(imdb_like)
     assert texts.labels is None
-    assert texts.ids == ["aclImdb/train/neg/0_2.txt", "aclImdb/train/pos/0_9.txt", "aclImdb/train/pos/1_8.txt",
-                         "aclImdb/train/unsup/0_0.txt"]
+    assert texts.ids == [
+        "aclImdb/train/neg/0_2.txt",
+        "aclImdb/train/pos/0_9.txt",
+        "aclImdb/train/pos/1_8.txt",
+        "aclImdb/train/unsup/0_0.txt",
+    ]
     assert "superb" not in texts.texts and "awful" not in texts.texts
     assert texts.stats["skipped_empty"] == 1
 
@@ -330,30 +346,46 @@ def test_read_texts_from_files_and_trees_without_splits(tmp_path):
 
 
 def test_folder_newsgroups_and_bbc_like(tmp_path):
-    news = build_tar(tmp_path / "news.tgz", {
-        "20news-bydate-train/sci.space/1": "orbit", "20news-bydate-train/rec.autos/2": "engine",
-        "20news-bydate-test/sci.space/3": "launch",
-    })
+    news = build_tar(
+        tmp_path / "news.tgz",
+        {
+            "20news-bydate-train/sci.space/1": "orbit",
+            "20news-bydate-train/rec.autos/2": "engine",
+            "20news-bydate-test/sci.space/3": "launch",
+        },
+    )
     splits = read_splits(news)
     assert {k: v.labels for k, v in splits.items()} == {"train": ["rec.autos", "sci.space"], "test": ["sci.space"]}
-    bbc = build_tree(tmp_path / "bbc_dir", {"bbc/README.TXT": "about", "bbc/tech/001.txt": "chips",
-                                            "bbc/sport/001.txt": "goal"})
+    bbc = build_tree(
+        tmp_path / "bbc_dir", {"bbc/README.TXT": "about", "bbc/tech/001.txt": "chips", "bbc/sport/001.txt": "goal"}
+    )
     assert list(read_splits(bbc)) == ["all"]
     assert read_corpus(bbc).labels == ["sport", "tech"]
 
 
-@pytest.mark.parametrize("mode, kwargs", [
-    ("w:gz", {"format": tarfile.PAX_FORMAT}),
-    ("w:bz2", {"format": tarfile.GNU_FORMAT}),
-    ("w:xz", {"format": tarfile.USTAR_FORMAT}),
-    ("w", {}),
-])
+@pytest.mark.parametrize(
+    "mode, kwargs",
+    [
+        ("w:gz", {"format": tarfile.PAX_FORMAT}),
+        ("w:bz2", {"format": tarfile.GNU_FORMAT}),
+        ("w:xz", {"format": tarfile.USTAR_FORMAT}),
+        ("w", {}),
+    ],
+)
 def test_fast_tar_reader_matches_tarfile(tmp_path, monkeypatch, mode, kwargs):
     deep = "d" * 60 + "/" + "e" * 60  # names past 100 bytes need a prefix, a pax or a GNU header
-    files = {f"{deep}/train/pos/{'f' * 30}.txt": "long name", "x/train/néga/1.txt": "unicode folder",
-             "x/train/pos/empty.txt": ""}
-    path = build_tar(tmp_path / f"a.{mode[2:] or 'tar'}".replace(".gz", ".tar.gz").replace(".bz2", ".tar.bz2")
-                     .replace(".xz", ".tar.xz"), files, mode, **kwargs)
+    files = {
+        f"{deep}/train/pos/{'f' * 30}.txt": "long name",
+        "x/train/néga/1.txt": "unicode folder",
+        "x/train/pos/empty.txt": "",
+    }
+    path = build_tar(
+        tmp_path
+        / f"a.{mode[2:] or 'tar'}".replace(".gz", ".tar.gz").replace(".bz2", ".tar.bz2").replace(".xz", ".tar.xz"),
+        files,
+        mode,
+        **kwargs,
+    )
     fast = readers._archive_tree(path)
 
     without_the_fast_tar_reader(monkeypatch)
@@ -396,15 +428,18 @@ def test_linked_label_folders_are_followed_without_looping(tmp_path):
 def test_archive_links_read_as_their_targets(tmp_path, monkeypatch, fast):
     """Hard links, and symbolic links to files or folders inside the archive, read as their targets;
     a link leaving the archive is counted in stats["skipped_links"], never silently dropped."""
-    path = build_tar(tmp_path / "links.tar.gz", {
-        "neg/1.txt": "awful",
-        "neg/2.txt": (tarfile.LNKTYPE, "neg/1.txt"),  # hard links name an earlier member
-        "pos/1.txt": (tarfile.SYMTYPE, "../shared/good.txt"),
-        "more": (tarfile.SYMTYPE, "shared2"),  # a folder link: its files are read under its name
-        "shared2/3.txt": "fine",
-        "shared/good.txt": "superb",
-        "pos/3.txt": (tarfile.SYMTYPE, "/etc/passwd"),  # outside: skipped, counted
-    })
+    path = build_tar(
+        tmp_path / "links.tar.gz",
+        {
+            "neg/1.txt": "awful",
+            "neg/2.txt": (tarfile.LNKTYPE, "neg/1.txt"),  # hard links name an earlier member
+            "pos/1.txt": (tarfile.SYMTYPE, "../shared/good.txt"),
+            "more": (tarfile.SYMTYPE, "shared2"),  # a folder link: its files are read under its name
+            "shared2/3.txt": "fine",
+            "shared/good.txt": "superb",
+            "pos/3.txt": (tarfile.SYMTYPE, "/etc/passwd"),  # outside: skipped, counted
+        },
+    )
     if not fast:
         without_the_fast_tar_reader(monkeypatch)
     tree = readers._archive_tree(path)
@@ -412,33 +447,59 @@ def test_archive_links_read_as_their_targets(tmp_path, monkeypatch, fast):
     assert tree.data["more/3.txt"] == b"fine" and tree.skipped_links == ["pos/3.txt -> (outside the archive)"]
     corpus = read_corpus(path)
     assert sorted(zip(corpus.labels, corpus.texts)) == [
-        ("more", "fine"), ("neg", "awful"), ("neg", "awful"), ("pos", "superb"), ("shared", "superb"), ("shared2", "fine")]
+        ("more", "fine"),
+        ("neg", "awful"),
+        ("neg", "awful"),
+        ("pos", "superb"),
+        ("shared", "superb"),
+        ("shared2", "fine"),
+    ]
     assert corpus.stats["skipped_links"] == 1
 
 
 def test_archive_folder_links_survive_broken_links_inside_and_long_targets(tmp_path):
-    """A folder link is read even when its folder holds a broken link; a target past 100 bytes (pax linkpath) is whole."""
+    """A folder link is read even when its folder holds a broken link; a target past 100 bytes (pax linkpath) is
+    whole."""
     long = "d" * 120 + "/real.txt"
-    path = build_tar(tmp_path / "links.tar", {
-        "data/train/pos/1.txt": "superb",
-        "data/train/pos/broken.txt": (tarfile.SYMTYPE, "missing.txt"),
-        "data/test": (tarfile.SYMTYPE, "train"),
-        long: "far",
-        "data/train/neg/1.txt": (tarfile.SYMTYPE, "../../../" + long),
-        "a/l1": (tarfile.SYMTYPE, "."),  # two links to their own folder: not followed (a tree on disk is not either)
-        "a/l2": (tarfile.SYMTYPE, "."),
-        "a/x.txt": "x",
-    }, "w", format=tarfile.PAX_FORMAT)
+    path = build_tar(
+        tmp_path / "links.tar",
+        {
+            "data/train/pos/1.txt": "superb",
+            "data/train/pos/broken.txt": (tarfile.SYMTYPE, "missing.txt"),
+            "data/test": (tarfile.SYMTYPE, "train"),
+            long: "far",
+            "data/train/neg/1.txt": (tarfile.SYMTYPE, "../../../" + long),
+            "a/l1": (
+                tarfile.SYMTYPE,
+                ".",
+            ),  # two links to their own folder: not followed (a tree on disk is not either)
+            "a/l2": (tarfile.SYMTYPE, "."),
+            "a/x.txt": "x",
+        },
+        "w",
+        format=tarfile.PAX_FORMAT,
+    )
     tree = readers._archive_tree(path)
     assert tree.data["data/test/pos/1.txt"] == b"superb" and tree.data["data/train/neg/1.txt"] == b"far"
-    assert sorted(tree.skipped_links) == ["a/l1 -> a (a folder the link is in)", "a/l2 -> a (a folder the link is in)",
-                                          "data/train/pos/broken.txt -> data/train/pos/missing.txt"]
+    assert sorted(tree.skipped_links) == [
+        "a/l1 -> a (a folder the link is in)",
+        "a/l2 -> a (a folder the link is in)",
+        "data/train/pos/broken.txt -> data/train/pos/missing.txt",
+    ]
     assert "a/l1/x.txt" not in tree.data and "a/l2/x.txt" not in tree.data and tree.data["a/x.txt"] == b"x"
 
-    path = build_tar(tmp_path / "chain.tar", {  # a broken link elsewhere must not cost a folder link its files
-        "d/a/g": "x", "d/c/f": "x", "d/b": (tarfile.SYMTYPE, "a"), "d/a/l": (tarfile.SYMTYPE, "../c"),
-        "d/c/m": (tarfile.SYMTYPE, "../missing"),
-    }, "w", format=tarfile.USTAR_FORMAT)
+    path = build_tar(
+        tmp_path / "chain.tar",
+        {  # a broken link elsewhere must not cost a folder link its files
+            "d/a/g": "x",
+            "d/c/f": "x",
+            "d/b": (tarfile.SYMTYPE, "a"),
+            "d/a/l": (tarfile.SYMTYPE, "../c"),
+            "d/c/m": (tarfile.SYMTYPE, "../missing"),
+        },
+        "w",
+        format=tarfile.USTAR_FORMAT,
+    )
     tree = readers._archive_tree(path)
     assert "d/b/l/f" in tree.data and "d/a/l/f" in tree.data and tree.skipped_links == ["d/c/m -> d/missing"]
 
@@ -446,7 +507,9 @@ def test_archive_folder_links_survive_broken_links_inside_and_long_targets(tmp_p
 def test_many_broken_links_are_not_quadratic(tmp_path):
     import time
 
-    members = {f"pos/{i}.txt": "x" for i in range(20000)} | {f"neg/{i}.txt": (tarfile.SYMTYPE, f"gone/{i}.txt") for i in range(1000)}
+    members = {f"pos/{i}.txt": "x" for i in range(20000)} | {
+        f"neg/{i}.txt": (tarfile.SYMTYPE, f"gone/{i}.txt") for i in range(1000)
+    }
     path = build_tar(tmp_path / "many.tar", members, "w", format=tarfile.USTAR_FORMAT)
     start = time.perf_counter()
     tree = readers._archive_tree(path)
@@ -513,6 +576,7 @@ def test_stdin(monkeypatch):
 
 def test_a_slow_pipe_is_sniffed_by_its_whole_first_line(monkeypatch):
     """peek() gives what one read of the pipe returned: a byte at a time, that is not a line."""
+
     class Trickle(io.RawIOBase):
         def __init__(self, data):
             self.data = data
@@ -536,14 +600,18 @@ def test_a_slow_pipe_is_sniffed_by_its_whole_first_line(monkeypatch):
     assert read_corpus("-").texts == ["fresh line"]  # ...which never reaches another one
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ('{ "text": "good movie" }\n{"text": "bad"}\n', "jsonl"),  # JSON spaced as json.dumps(indent) or jq write it
-    ("\n\n{\"text\": \"x\"}\n", "jsonl"),
-    ('{"text": "x"}\n'.encode("utf-16"), "jsonl"),  # with its BOM, as PowerShell pipes it
-    ("__label__pos good\n", "fasttext"),
-    ("{braces} in a review\n", "lines"),
-    ("plain\n", "lines"),
-], ids=["spaced-json", "blank-first", "utf16-json", "fasttext", "brace-text", "plain"])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ('{ "text": "good movie" }\n{"text": "bad"}\n', "jsonl"),  # JSON spaced as json.dumps(indent) or jq write it
+        ('\n\n{"text": "x"}\n', "jsonl"),
+        ('{"text": "x"}\n'.encode("utf-16"), "jsonl"),  # with its BOM, as PowerShell pipes it
+        ("__label__pos good\n", "fasttext"),
+        ("{braces} in a review\n", "lines"),
+        ("plain\n", "lines"),
+    ],
+    ids=["spaced-json", "blank-first", "utf16-json", "fasttext", "brace-text", "plain"],
+)
 def test_stdin_format_is_sniffed_without_consuming_it(monkeypatch, raw, expected):
     """A real stdin is peeked at (BufferedReader), so the reader still gets every byte."""
     data = raw if isinstance(raw, bytes) else raw.encode()
@@ -582,8 +650,9 @@ def test_utf16_and_utf32_with_a_bom_are_decoded(tmp_path, encoding):
     assert read_corpus(folder).texts == ["bad", "gr\u00fc\u00df"]
 
 
-@pytest.mark.parametrize("encoding, name", [("utf-16-le", "UTF-16LE"), ("utf-16-be", "UTF-16BE"),
-                                            ("utf-32-le", "UTF-32LE")])
+@pytest.mark.parametrize(
+    "encoding, name", [("utf-16-le", "UTF-16LE"), ("utf-16-be", "UTF-16BE"), ("utf-32-le", "UTF-32LE")]
+)
 def test_utf16_and_utf32_without_a_bom_are_errors(tmp_path, encoding, name):
     path = write(tmp_path / "d.csv", "text,label\nhello,1\n".encode(encoding))
     with pytest.raises(DataError, match=rf"d\.csv: looks like {name} text without a byte-order mark.*iconv -f {name}"):
@@ -632,8 +701,7 @@ def test_real_20newsgroups(newsgroups):
 
 def test_real_bbc(shared_data):
     corpus = read_corpus(shared_data / "bbc" / "bbc.tar.gz")
-    assert Counter(corpus.labels) == {"business": 510, "entertainment": 386, "politics": 417, "sport": 511,
-                                      "tech": 401}
+    assert Counter(corpus.labels) == {"business": 510, "entertainment": 386, "politics": 417, "sport": 511, "tech": 401}
     assert corpus.classes == ["business", "entertainment", "politics", "sport", "tech"]
 
 
@@ -656,44 +724,53 @@ def test_real_tang_sample(shared_data):
 # --------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("content, options, message", [
-    ("title,label\nx,1\n", {}, r"d\.csv:1: no column 'text' in the header \(columns: title, label\)"),
-    ("text,label\nx,1\n", {"label_column": "stars"}, r"d\.csv:1: no column 'stars'.*columns: text, label"),
-    ("a,b\nx,1\n", {}, r"d\.csv:1: no header row with a 'text' column"),
-    ("text,label\ngood,1\nbad\n", {}, r"d\.csv:3: expected at least 2 fields, found 1"),
-    ("text,label\ngood,1\nbad, \n", {}, r"d\.csv:3: missing or empty label"),
-    ('text,label\ngood,1\n"unterminated,1\n', {}, r"d\.csv:3: malformed CSV record"),
-    ("x,1\n", {"text_columns": [3], "label_column": 1, "header": False}, r"d\.csv:1: expected at least 4 fields"),
-])
+@pytest.mark.parametrize(
+    "content, options, message",
+    [
+        ("title,label\nx,1\n", {}, r"d\.csv:1: no column 'text' in the header \(columns: title, label\)"),
+        ("text,label\nx,1\n", {"label_column": "stars"}, r"d\.csv:1: no column 'stars'.*columns: text, label"),
+        ("a,b\nx,1\n", {}, r"d\.csv:1: no header row with a 'text' column"),
+        ("text,label\ngood,1\nbad\n", {}, r"d\.csv:3: expected at least 2 fields, found 1"),
+        ("text,label\ngood,1\nbad, \n", {}, r"d\.csv:3: missing or empty label"),
+        ('text,label\ngood,1\n"unterminated,1\n', {}, r"d\.csv:3: malformed CSV record"),
+        ("x,1\n", {"text_columns": [3], "label_column": 1, "header": False}, r"d\.csv:1: expected at least 4 fields"),
+    ],
+)
 def test_bad_csv(tmp_path, content, options, message):
     with pytest.raises(DataError, match=message):
         read_corpus(write(tmp_path / "d.csv", content), **options)
 
 
-@pytest.mark.parametrize("content, options, message", [
-    ('{"text": "a", "label": 1}\n{"text": "b", "label": 2,\n', {}, r"d\.jsonl:2: malformed JSON"),
-    ('{"text": "a", "label": 1}\n[1, 2]\n', {}, r"d\.jsonl:2: expected a JSON object per line, found list"),
-    ('{"body": "a", "label": 1}\n', {}, r"d\.jsonl:1: no field 'text' \(fields: body, label\)"),
-    ('{"text": "a"}\n', {"label_field": "y"}, r"d\.jsonl:1: no field 'y'"),
-    ('{"text": "a", "label": 1}\n{"text": "b"}\n', {}, r"d\.jsonl:2: missing or empty label"),
-    ('{"text": "a", "label": " "}\n', {}, r"d\.jsonl:1: missing or empty label"),
-    ('{"text": "a", "label": null}\n', {}, r"d\.jsonl:1: missing or empty label"),
-    ('{"text": 3, "label": 1}\n', {}, r"d\.jsonl:1: field 'text' must be a string"),
-    ('{"text": "a", "label": [1]}\n', {}, r"d\.jsonl:1: label must be a string or a number"),
-    ('{"text": "a", "label": 1, "sentences": "a"}\n', {}, r"d\.jsonl:1: field 'sentences' must be a list"),
-])
+@pytest.mark.parametrize(
+    "content, options, message",
+    [
+        ('{"text": "a", "label": 1}\n{"text": "b", "label": 2,\n', {}, r"d\.jsonl:2: malformed JSON"),
+        ('{"text": "a", "label": 1}\n[1, 2]\n', {}, r"d\.jsonl:2: expected a JSON object per line, found list"),
+        ('{"body": "a", "label": 1}\n', {}, r"d\.jsonl:1: no field 'text' \(fields: body, label\)"),
+        ('{"text": "a"}\n', {"label_field": "y"}, r"d\.jsonl:1: no field 'y'"),
+        ('{"text": "a", "label": 1}\n{"text": "b"}\n', {}, r"d\.jsonl:2: missing or empty label"),
+        ('{"text": "a", "label": " "}\n', {}, r"d\.jsonl:1: missing or empty label"),
+        ('{"text": "a", "label": null}\n', {}, r"d\.jsonl:1: missing or empty label"),
+        ('{"text": 3, "label": 1}\n', {}, r"d\.jsonl:1: field 'text' must be a string"),
+        ('{"text": "a", "label": [1]}\n', {}, r"d\.jsonl:1: label must be a string or a number"),
+        ('{"text": "a", "label": 1, "sentences": "a"}\n', {}, r"d\.jsonl:1: field 'sentences' must be a list"),
+    ],
+)
 def test_bad_jsonl(tmp_path, content, options, message):
     with pytest.raises(DataError, match=message):
         read_corpus(write(tmp_path / "d.jsonl", content), **options)
 
 
-@pytest.mark.parametrize("name, content, message", [
-    ("d.txt", "__label__a fine\nno label here\n", r"d\.txt:2: expected the line to start with __label__"),
-    ("d.ft", "__label__ text\n", r"d\.ft:1: missing or empty label"),
-    ("d.ss", "u\t\tp\t\t5\t\tgood\nu\t\tp\t\tbad\n", r"d\.ss:2: expected 4 fields separated by two tabs"),
-    ("d.ss", "u\t\tp\t\tfive\t\tgood\n", r"d\.ss:1: expected an integer rating"),
-    ("d.ss", "u\t\tp\t\t \t\tgood\n", r"d\.ss:1: missing or empty label"),
-])
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("d.txt", "__label__a fine\nno label here\n", r"d\.txt:2: expected the line to start with __label__"),
+        ("d.ft", "__label__ text\n", r"d\.ft:1: missing or empty label"),
+        ("d.ss", "u\t\tp\t\t5\t\tgood\nu\t\tp\t\tbad\n", r"d\.ss:2: expected 4 fields separated by two tabs"),
+        ("d.ss", "u\t\tp\t\tfive\t\tgood\n", r"d\.ss:1: expected an integer rating"),
+        ("d.ss", "u\t\tp\t\t \t\tgood\n", r"d\.ss:1: missing or empty label"),
+    ],
+)
 def test_bad_line_formats(tmp_path, name, content, message):
     with pytest.raises(DataError, match=message):
         read_corpus(write(tmp_path / name, content))
@@ -720,12 +797,15 @@ def test_empty_documents_are_skipped_and_counted_or_an_error(tmp_path):
         read_corpus(folder, on_empty="error")
 
 
-@pytest.mark.parametrize("name, content", [
-    ("e.csv", "text,label\n ,1\n"),
-    ("e.jsonl", "\n\n"),
-    ("e.txt", ""),
-    ("e.ss", "\n"),
-])
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("e.csv", "text,label\n ,1\n"),
+        ("e.jsonl", "\n\n"),
+        ("e.txt", ""),
+        ("e.ss", "\n"),
+    ],
+)
 def test_no_documents(tmp_path, name, content):
     with pytest.raises(DataError, match=r"no documents in .*e\.(csv|jsonl|txt|ss)"):
         read_corpus(write(tmp_path / name, content))
@@ -770,7 +850,7 @@ def test_bad_options_are_config_errors(tmp_path):
 
 
 def test_control_characters_and_bom_never_reach_the_text(tmp_path):
-    path = write(tmp_path / "d.csv", "\ufefftext,label\n\"a\x00b\x1ec\",1\n")
+    path = write(tmp_path / "d.csv", '\ufefftext,label\n"a\x00b\x1ec",1\n')
     assert read_corpus(path).texts == ["a b c"]
     escaped = write(tmp_path / "d.jsonl", '{"text": "a\\u0000b\\u001ec", "label": 1}\n')
     assert read_corpus(escaped).texts == ["a b c"]
@@ -831,7 +911,8 @@ def test_deeper_folder_trees_are_labelled_by_their_top_label_folders(tmp_path):
     plain = read_corpus(tmp_path / "plain")
     assert sorted(set(plain.labels)) == ["neg", "pos"] and len(plain) == 4
     train = read_splits(tmp_path / "split")["train"]
-    assert sorted(set(train.labels)) == ["neg", "pos"] and all(t == f"a {y} document" for t, y in zip(train.texts, train.labels))
+    assert sorted(set(train.labels)) == ["neg", "pos"] and all(
+        t == f"a {y} document" for t, y in zip(train.texts, train.labels)
+    )
     write(tmp_path / "one" / "top" / "pos" / "1.txt", "only one label folder")
     assert read_corpus(tmp_path / "one").labels == ["pos"]  # all in one folder: its own name
-

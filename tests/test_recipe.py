@@ -73,8 +73,9 @@ def test_the_cosine_runs_over_the_planned_steps_and_continues_the_same_curve():
 def test_a_small_data_set_trains_to_its_planned_steps_with_the_rate_ending_near_zero(tmp_path):
     sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
     data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
-    clf = DocumentClassifier("han", embeddings="random", patience=0, min_steps=40, batch_size=32, guardrail=False,
-                             **TINY).fit_prepared(data)
+    clf = DocumentClassifier(
+        "han", embeddings="random", patience=0, min_steps=40, batch_size=32, guardrail=False, **TINY
+    ).fit_prepared(data)
     steps_per_epoch = math.ceil(len(data.splits["train"]) / 32)
     assert clf.train_config.max_epochs == math.ceil(40 / steps_per_epoch)
     history = clf.results["history"]
@@ -87,8 +88,17 @@ def test_early_stopping_waits_for_the_minimum_steps():
     sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
     data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
     # patience 1 on a validation score that stops moving at once: only the minimum bounds the run
-    clf = DocumentClassifier("han", embeddings="random", patience=1, min_steps=30, min_epochs=10, batch_size=32, lr=1e-6,
-                             guardrail=False, **TINY).fit_prepared(data)
+    clf = DocumentClassifier(
+        "han",
+        embeddings="random",
+        patience=1,
+        min_steps=30,
+        min_epochs=10,
+        batch_size=32,
+        lr=1e-6,
+        guardrail=False,
+        **TINY,
+    ).fit_prepared(data)
     assert clf.results["history"][-1]["step"] >= 30 and clf.results["stopped_early"]
     assert clf.results["history"][-1]["step"] < clf.train_config.max_epochs * math.ceil(len(data.splits["train"]) / 32)
 
@@ -130,8 +140,9 @@ def test_class_weights_reach_the_loss():
     sp = synthetic.make_splits(n_train=40, n_test=4, seed=1)
     data = prepare(sp["train"], None, None, DataSettings(min_count=1))
     torch.manual_seed(0)
-    model = create_model("han", vocab_size=len(data.vocab), num_classes=len(data.labels), embedding_dim=8, hidden_size=4,
-                         context_dim=4)
+    model = create_model(
+        "han", vocab_size=len(data.vocab), num_classes=len(data.labels), embedding_dim=8, hidden_size=4, context_dim=4
+    )
     batch = make_batch(data.splits["train"], np.arange(8), "hierarchical", {})
     cfg = TrainConfig(max_epochs=1, monitor="val_acc")
     plain = ClassifierModule(model, cfg)
@@ -142,7 +153,9 @@ def test_class_weights_reach_the_loss():
     model.eval()
     with torch.no_grad():
         logits = model(batch).logits.float()
-        expected = torch.nn.functional.cross_entropy(logits, batch.labels, weight=torch.tensor(weights, dtype=torch.float32))
+        expected = torch.nn.functional.cross_entropy(
+            logits, batch.labels, weight=torch.tensor(weights, dtype=torch.float32)
+        )
     assert float(weighed.training_step(batch, 0).detach()) == pytest.approx(float(expected), rel=1e-5)
     assert float(plain.training_step(batch, 0).detach()) != pytest.approx(float(expected), rel=1e-3)
 
@@ -158,7 +171,8 @@ def test_linear_baselines_take_class_weights():
         heavy = np.ones(len(data.labels))
         heavy[0] = 50.0
         weighed = create_model(name, vocab_size=len(data.vocab), num_classes=len(data.labels)).fit_encoded(
-            enc, class_weights=heavy)
+            enc, class_weights=heavy
+        )
         p0, w0 = plain.predict_proba_encoded(enc)[:, 0].mean(), weighed.predict_proba_encoded(enc)[:, 0].mean()
         assert w0 > p0, name  # class 0 weighed up: more probability on it
 
@@ -179,7 +193,9 @@ def _keyword_corpus(n: int, seed: int = 0):
 def test_the_guardrail_fits_the_baseline_and_warns_when_the_model_is_behind(tmp_path):
     data = prepare(_keyword_corpus(300), None, _keyword_corpus(40, seed=1), DataSettings(min_count=2))
     # one epoch at a rate that barely moves the weights: a model far under the baseline
-    clf = DocumentClassifier("han", embeddings="random", max_epochs=1, lr=1e-6, **TINY).fit_prepared(data, run_dir=tmp_path / "run")
+    clf = DocumentClassifier("han", embeddings="random", max_epochs=1, lr=1e-6, **TINY).fit_prepared(
+        data, run_dir=tmp_path / "run"
+    )
     base = clf.results["baseline"]
     assert base["model"] == "logreg" and base["documents"] == len(data.splits["train"]) and not base["sampled"]
     assert set(base) >= {"valid", "test"} and base["valid"]["accuracy"] > 0.9
@@ -195,16 +211,57 @@ def test_the_guardrail_fits_the_baseline_and_warns_when_the_model_is_behind(tmp_
 def test_train_prints_both_scores_and_the_warning(tmp_path):
     synthetic.write_jsonl(_keyword_corpus(300), tmp_path / "train.jsonl")
     env = {**os.environ, "DOCATTN_CACHE": str(tmp_path / "cache"), "COLUMNS": "400"}  # one message, one line
-    res = subprocess.run([sys.executable, "-m", "docattn", "train", "--train", str(tmp_path / "train.jsonl"),
-                          "--out", str(tmp_path / "run"), "--epochs", "1", "--lr", "1e-6", "--test-fraction", "0.2",
-                          "--set", "embeddings=random", "--set", "embedding_dim=16", "--set", "hidden_size=8",
-                          "--set", "context_dim=8", "--set", "min_count=2"],
-                         capture_output=True, text=True, timeout=600, env=env)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "docattn",
+            "train",
+            "--train",
+            str(tmp_path / "train.jsonl"),
+            "--out",
+            str(tmp_path / "run"),
+            "--epochs",
+            "1",
+            "--lr",
+            "1e-6",
+            "--test-fraction",
+            "0.2",
+            "--set",
+            "embeddings=random",
+            "--set",
+            "embedding_dim=16",
+            "--set",
+            "hidden_size=8",
+            "--set",
+            "context_dim=8",
+            "--set",
+            "min_count=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     assert "tf-idf logreg baseline accuracy" in res.stderr and "warning" in res.stderr and "word2vec" in res.stderr
     assert "test: accuracy" in res.stderr  # the held-out fifth was tested on
-    evaluated = subprocess.run([sys.executable, "-m", "docattn", "evaluate", str(tmp_path / "run"), "--data",
-                                str(tmp_path / "train.jsonl"), "--json"], capture_output=True, text=True, timeout=600, env=env)
+    evaluated = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "docattn",
+            "evaluate",
+            str(tmp_path / "run"),
+            "--data",
+            str(tmp_path / "train.jsonl"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert evaluated.returncode == 0, evaluated.stderr
     report = json.loads(evaluated.stdout)
     seen = report["seen_in_training"]
@@ -251,15 +308,41 @@ def test_benchmark_cross_validates_and_accepts_data_without_a_test_split(tmp_pat
 
     monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
     synthetic.write_jsonl(synthetic.make_splits(n_train=150, n_test=10, seed=5)["train"], tmp_path / "all.jsonl")
-    res = CliRunner().invoke(app, ["benchmark", "--data", str(tmp_path / "all.jsonl"), "--models", "nb,logreg", "--cv", "3",
-                                   "--out", str(tmp_path / "cv"), "--set", "min_count=2"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "benchmark",
+            "--data",
+            str(tmp_path / "all.jsonl"),
+            "--models",
+            "nb,logreg",
+            "--cv",
+            "3",
+            "--out",
+            str(tmp_path / "cv"),
+            "--set",
+            "min_count=2",
+        ],
+    )
     assert res.exit_code == 0, res.output
     rows = json.loads((tmp_path / "cv" / "results.json").read_text())
     assert [r["folds"] for r in rows] == [[0, 1, 2], [0, 1, 2]]
     assert sum(t["test_accuracy"] is not None for t in rows[0]["trials"]) == 3
     assert "3-fold cross-validation" in (tmp_path / "cv" / "results.md").read_text()
-    res = CliRunner().invoke(app, ["benchmark", "--data", str(tmp_path / "all.jsonl"), "--models", "nb",
-                                   "--out", str(tmp_path / "split"), "--set", "min_count=2"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "benchmark",
+            "--data",
+            str(tmp_path / "all.jsonl"),
+            "--models",
+            "nb",
+            "--out",
+            str(tmp_path / "split"),
+            "--set",
+            "min_count=2",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "no test split: 20% of it" in res.output
 
@@ -270,7 +353,9 @@ def test_documents_read_only_in_part_are_counted_per_split():
     long = " . ".join(["a few words here"] * 30) + " ."  # 30 sentences
     texts = [long if i % 10 == 0 else "short text here ." for i in range(60)]
     data = prepare(to_corpus(texts, ["x", "y"] * 30), None, None, DataSettings(min_count=1))
-    clf = DocumentClassifier("han", embeddings="random", max_epochs=1, max_sentences=5, guardrail=False, **TINY).fit_prepared(data)
+    clf = DocumentClassifier(
+        "han", embeddings="random", max_epochs=1, max_sentences=5, guardrail=False, **TINY
+    ).fit_prepared(data)
     truncated = clf.results["truncated"]
     assert truncated["limits"]["max_sentences"] == 5
     assert truncated["train"] + truncated["valid"] == 6

@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 import pytest
 
 from docattn.data import registry
-from docattn.data.registry import DATASETS, LAYOUTS, DatasetInfo, download, get_dataset, resolve
+from docattn.data.registry import DATASETS, LAYOUTS, download, get_dataset, resolve
 from docattn.errors import DataError
 
 BBC_TOPICS = {"business": 510, "entertainment": 386, "politics": 417, "sport": 511, "tech": 401}
@@ -164,8 +164,20 @@ def leftovers(cache: Path) -> list[str]:
 def test_every_entry_is_well_formed():
     names = [info.name for info in DATASETS.values()]
     assert len(names) == len(set(names))
-    assert {"ag_news", "dbpedia", "yahoo_answers", "yelp_polarity", "yelp_full", "amazon_polarity",
-            "amazon_full", "imdb", "20news", "yelp2013", "yelp2014", "imdb10"} <= set(DATASETS)
+    assert {
+        "ag_news",
+        "dbpedia",
+        "yahoo_answers",
+        "yelp_polarity",
+        "yelp_full",
+        "amazon_polarity",
+        "amazon_full",
+        "imdb",
+        "20news",
+        "yelp2013",
+        "yelp2014",
+        "imdb10",
+    } <= set(DATASETS)
     for key, info in DATASETS.items():
         assert key == info.name
         assert info.layout in LAYOUTS
@@ -345,7 +357,8 @@ def test_missing_local_file(isolated_cache, tmp_path):
 
 def test_unpacked_tang_folder_keeps_only_this_sets_files(monkeypatch, shared_data, isolated_cache):
     info = dataclasses.replace(
-        DATASETS["yelp2013"], name="tang_demo",
+        DATASETS["yelp2013"],
+        name="tang_demo",
         files=tuple(f"demo.yelp-2013-seg-20-20.{s}.ss" for s in ("train", "dev", "test")),
     )
     monkeypatch.setitem(DATASETS, info.name, info)

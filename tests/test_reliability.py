@@ -18,8 +18,18 @@ from docattn.data import synthetic
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "docattn"
 DOCATTN = [sys.executable, "-m", "docattn"]
-TINY = ["--set", "embeddings=random", "--set", "embedding_dim=16", "--set", "hidden_size=8", "--set", "context_dim=8",
-        "--set", "min_count=2"]
+TINY = [
+    "--set",
+    "embeddings=random",
+    "--set",
+    "embedding_dim=16",
+    "--set",
+    "hidden_size=8",
+    "--set",
+    "context_dim=8",
+    "--set",
+    "min_count=2",
+]
 
 
 class _Payload:
@@ -59,8 +69,19 @@ def test_the_payload_really_runs_when_unpickled(tmp_path):
 def test_train_resume_refuses_a_checkpoint_holding_code(corpus, tmp_path):
     env = {**os.environ, "DOCATTN_CACHE": str(tmp_path / "cache")}
     run = tmp_path / "run"
-    res = _run("train", "--model", "han", "--train", str(corpus / "train.jsonl"), "--out", str(run), "--epochs", "1",
-               *TINY, env=env)
+    res = _run(
+        "train",
+        "--model",
+        "han",
+        "--train",
+        str(corpus / "train.jsonl"),
+        "--out",
+        str(run),
+        "--epochs",
+        "1",
+        *TINY,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     marker = tmp_path / "pwned"
     _malicious_checkpoint(run / "checkpoints" / "last.ckpt", marker)
@@ -75,8 +96,25 @@ def test_train_resume_refuses_a_checkpoint_holding_code(corpus, tmp_path):
 def test_tune_resume_refuses_a_checkpoint_holding_code(corpus, tmp_path):
     env = {**os.environ, "DOCATTN_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "tune"
-    args = ["tune", "--model", "kim-cnn", "--train", str(corpus / "train.jsonl"), "--out", str(out), "--lr", "0.001",
-            "--epochs", "2", "--set", "embeddings=random", "--set", "embedding_dim=16", "--set", "min_count=2"]
+    args = [
+        "tune",
+        "--model",
+        "kim-cnn",
+        "--train",
+        str(corpus / "train.jsonl"),
+        "--out",
+        str(out),
+        "--lr",
+        "0.001",
+        "--epochs",
+        "2",
+        "--set",
+        "embeddings=random",
+        "--set",
+        "embedding_dim=16",
+        "--set",
+        "min_count=2",
+    ]
     res = _run(*args, env=env)
     assert res.returncode == 0, res.stderr
     tuned = json.loads((out / "tune.json").read_text())
@@ -108,7 +146,9 @@ def test_the_engine_refuses_code_before_lightning_opens_the_file(tmp_path):
 # what may never appear in the package: each can run code from a file (eval/exec from a string)
 _FORBIDDEN = {
     "torch.load without weights_only=True": re.compile(r"torch\.load\((?![^)]*weights_only=True)[^)]*\)", re.S),
-    "pickle": re.compile(r"^\s*(import|from)\s+(c?pickle|dill|joblib|cloudpickle)\b|\b(c?pickle|dill|joblib)\.loads?\(", re.M),
+    "pickle": re.compile(
+        r"^\s*(import|from)\s+(c?pickle|dill|joblib|cloudpickle)\b|\b(c?pickle|dill|joblib)\.loads?\(", re.M
+    ),
     "allow_pickle=True": re.compile(r"allow_pickle\s*=\s*True"),
     "eval(": re.compile(r"(?<![\w.`])eval\("),
     "exec(": re.compile(r"(?<![\w.`])exec\("),
@@ -128,9 +168,13 @@ def test_the_source_never_unpickles_nor_evaluates_strings():
 
 def test_the_scan_finds_what_it_looks_for():
     """Each pattern matches the forms it is meant to refuse, and not their safe look-alikes."""
-    bad = {"torch.load without weights_only=True": 'torch.load(p, map_location="cpu", weights_only=False)',
-           "pickle": "import pickle", "allow_pickle=True": "np.load(p, allow_pickle=True)",
-           "eval(": "eval(text)", "exec(": "exec(code)"}
+    bad = {
+        "torch.load without weights_only=True": 'torch.load(p, map_location="cpu", weights_only=False)',
+        "pickle": "import pickle",
+        "allow_pickle=True": "np.load(p, allow_pickle=True)",
+        "eval(": "eval(text)",
+        "exec(": "exec(code)",
+    }
     for what, text in bad.items():
         assert _FORBIDDEN[what].search(text), what
     for safe in ('torch.load(p, map_location="cpu", weights_only=True, mmap=True)', "model.eval()", "np.load(p)"):
@@ -147,8 +191,19 @@ def a_run(corpus, tmp_path_factory):
     """A finished tiny HAN run (the main job's report files beside it, as `docattn` leaves them)."""
     tmp = tmp_path_factory.mktemp("run")
     env = {**os.environ, "DOCATTN_CACHE": str(tmp / "cache")}
-    res = _run("train", "--model", "han", "--train", str(corpus / "train.jsonl"), "--out", str(tmp / "run"), "--epochs", "1",
-               *TINY, env=env)
+    res = _run(
+        "train",
+        "--model",
+        "han",
+        "--train",
+        str(corpus / "train.jsonl"),
+        "--out",
+        str(tmp / "run"),
+        "--epochs",
+        "1",
+        *TINY,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     return tmp / "run", env
 
@@ -176,8 +231,19 @@ def test_overwrite_replaces_only_what_docattn_wrote(corpus, a_run, tmp_path):
     (run / "notes.txt").write_text("mine")
     (run / "mine").mkdir()
     (run / "mine" / "data.csv").write_text("a,b")
-    res = _run("train", "--model", "nb", "--train", str(corpus / "train.jsonl"), "--out", str(run), "--overwrite",
-               "--min-count", "2", env=a_run[1])
+    res = _run(
+        "train",
+        "--model",
+        "nb",
+        "--train",
+        str(corpus / "train.jsonl"),
+        "--out",
+        str(run),
+        "--overwrite",
+        "--min-count",
+        "2",
+        env=a_run[1],
+    )
     assert res.returncode == 0, res.stderr
     assert not (run / "report.html").exists() and not (run / "checkpoints").exists()  # the old model's files are gone
     assert (run / "notes.txt").read_text() == "mine" and (run / "mine" / "data.csv").read_text() == "a,b"
@@ -204,7 +270,9 @@ def test_resume_with_no_checkpoint_is_an_error_not_a_new_start(corpus, a_run, tm
     shutil.copytree(a_run[0], run)
     shutil.rmtree(run / "checkpoints")
     before = _snapshot(run)
-    res = _run("train", "--train", str(corpus / "train.jsonl"), "--out", str(run), "--epochs", "2", "--resume", env=a_run[1])
+    res = _run(
+        "train", "--train", str(corpus / "train.jsonl"), "--out", str(run), "--epochs", "2", "--resume", env=a_run[1]
+    )
     assert res.returncode == 2 and "no checkpoint to continue from" in res.stderr and _snapshot(run) == before
 
 
@@ -216,7 +284,9 @@ def test_a_second_training_into_a_folder_in_use_is_refused_and_a_stale_lock_is_t
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         (out / LOCK).write_text(str(sleeper.pid))
-        res = _run("train", "--model", "nb", "--train", str(corpus / "train.jsonl"), "--out", str(out), "--min-count", "2")
+        res = _run(
+            "train", "--model", "nb", "--train", str(corpus / "train.jsonl"), "--out", str(out), "--min-count", "2"
+        )
         assert res.returncode == 2 and f"process {sleeper.pid} is training into it" in res.stderr, res.stderr
     finally:
         sleeper.kill()
@@ -246,7 +316,9 @@ def test_an_unwritable_out_is_named_before_any_data_is_read(corpus, tmp_path, mo
 
     monkeypatch.setattr(run_folder.os, "open", read_only)
     monkeypatch.setattr(prepare_module, "prepare_paths", never)
-    res = CliRunner().invoke(app, ["train", "--model", "nb", "--train", str(corpus / "train.jsonl"), "--out", str(tmp_path / "ro")])
+    res = CliRunner().invoke(
+        app, ["train", "--model", "nb", "--train", str(corpus / "train.jsonl"), "--out", str(tmp_path / "ro")]
+    )
     assert res.exit_code != 0 and "cannot write there (Permission denied)" in str(res.exception)
 
 
@@ -262,7 +334,11 @@ def test_validation_takes_the_fraction_asked_even_with_many_tiny_classes():
 
 def test_an_unknown_option_suggests_only_near_misspellings():
     res = _run("train", "--bogus")
-    assert res.returncode == 2 and "No such option: --bogus" in res.stderr and "--out" not in res.stderr.split("--bogus", 1)[1]
+    assert (
+        res.returncode == 2
+        and "No such option: --bogus" in res.stderr
+        and "--out" not in res.stderr.split("--bogus", 1)[1]
+    )
     res = _run("train", "--epoch", "3")
     assert res.returncode == 2 and "--epochs" in res.stderr
 
@@ -286,8 +362,17 @@ def test_a_full_disk_while_writing_weights_is_one_line_and_leaves_the_old_file(t
     from docattn.errors import WriteError
 
     sp = synthetic.make_splits(n_train=80, n_test=10, seed=1)
-    clf = DocumentClassifier("han", max_epochs=1, embeddings="random", embedding_dim=8, hidden_size=4, context_dim=4,
-                             min_count=2, progress=False, guardrail=False).fit(sp["train"].texts, sp["train"].labels)
+    clf = DocumentClassifier(
+        "han",
+        max_epochs=1,
+        embeddings="random",
+        embedding_dim=8,
+        hidden_size=4,
+        context_dim=4,
+        min_count=2,
+        progress=False,
+        guardrail=False,
+    ).fit(sp["train"].texts, sp["train"].labels)
     run = clf.save(tmp_path / "run")
     before = (run / "model.safetensors").read_bytes()
     real = pathlib.Path.write_bytes
@@ -311,18 +396,25 @@ def test_a_full_disk_while_writing_the_checkpoint_stops_training_with_one_line(t
     from docattn.errors import WriteError
 
     sp = synthetic.make_splits(n_train=80, n_test=10, seed=1)
-    opts = dict(embeddings="random", embedding_dim=8, hidden_size=4, context_dim=4, min_count=2, progress=False, guardrail=False)
+    opts = dict(
+        embeddings="random", embedding_dim=8, hidden_size=4, context_dim=4, min_count=2, progress=False, guardrail=False
+    )
     real = L.Trainer.save_checkpoint
 
     def full(self, path, *a, **k):
         if self.current_epoch >= 1:
             Path(path).write_bytes(b"partial")
-            raise RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/3: file write failed")
+            raise RuntimeError(
+                "[enforce fail at inline_container.cc:672] . "
+                "PytorchStreamWriter failed writing file data/3: file write failed"
+            )
         return real(self, path, *a, **k)
 
     monkeypatch.setattr(L.Trainer, "save_checkpoint", full)
     with pytest.raises(WriteError, match=r"last.ckpt: .*file write failed; the previous checkpoint is kept"):
-        DocumentClassifier("han", max_epochs=3, **opts).fit(sp["train"].texts, sp["train"].labels, run_dir=tmp_path / "run")
+        DocumentClassifier("han", max_epochs=3, **opts).fit(
+            sp["train"].texts, sp["train"].labels, run_dir=tmp_path / "run"
+        )
     ckpt = tmp_path / "run" / "checkpoints"
     assert [p.name for p in ckpt.iterdir()] == ["last.ckpt"]  # epoch 1's, whole; no temporary left
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import fifo_writer, without_the_fast_tar_reader
 
 from docattn.data import readers
 from docattn.data.readers import detect_format, read_corpus, read_splits, read_texts
 from docattn.errors import CheckpointError, DataError
-from conftest import fifo_writer, without_the_fast_tar_reader
 
 
 def _write(path: Path, text: str) -> Path:
@@ -40,7 +40,7 @@ def _tar(path: Path, members: dict[str, str | tuple]) -> Path:
     return path
 
 
-# --------------------------------------------------------------------------- 1. weights that are NaN/inf or integers
+# ---------- 1. weights that are NaN/inf or integers
 
 
 def _saved_run(tmp_path: Path, model=None) -> Path:
@@ -52,8 +52,9 @@ def _saved_run(tmp_path: Path, model=None) -> Path:
     from docattn.training.run import save_run
 
     vocab = Vocabulary(SPECIAL_TOKENS + ["good", "bad"], TextConfig(), min_count=1)
-    model = model or create_model("han", vocab_size=len(vocab), num_classes=2, embedding_dim=8, hidden_size=4,
-                                  context_dim=4)
+    model = model or create_model(
+        "han", vocab_size=len(vocab), num_classes=2, embedding_dim=8, hidden_size=4, context_dim=4
+    )
     return save_run(tmp_path / "run", "han", model, vocab, LabelMap(["neg", "pos"]), DataSettings(), TrainConfig())
 
 
@@ -61,7 +62,9 @@ def _rewrite_weights(run: Path, change) -> None:
     from safetensors.torch import load_file, save_file
 
     state = load_file(run / "model.safetensors")
-    save_file({k: change(k, v).contiguous() for k, v in state.items()}, run / "model.safetensors", metadata={"model": "han"})
+    save_file(
+        {k: change(k, v).contiguous() for k, v in state.items()}, run / "model.safetensors", metadata={"model": "han"}
+    )
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
@@ -90,8 +93,11 @@ def test_integer_weights_for_floating_parameters_are_refused(tmp_path):
 
     run = _saved_run(tmp_path)
     _rewrite_weights(run, lambda key, tensor: tensor.to(torch.int64))  # same shapes: load_state_dict would cast them
-    with pytest.raises(CheckpointError, match=r"model\.safetensors: tensor '.+' is torch\.int64 where model 'han' "
-                                              r"has torch\.float32; .*retrain.*restore"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"model\.safetensors: tensor '.+' is torch\.int64 where model 'han' "
+        r"has torch\.float32; .*retrain.*restore",
+    ):
         load_run(run)
 
 
@@ -108,41 +114,53 @@ def test_integer_buffers_of_the_model_itself_still_load(tmp_path, monkeypatch):
         return model
 
     monkeypatch.setattr(docattn.models, "create_model", with_counter)
-    run = _saved_run(tmp_path, with_counter("han", vocab_size=5, num_classes=2, embedding_dim=8, hidden_size=4,
-                                             context_dim=4))
+    run = _saved_run(
+        tmp_path, with_counter("han", vocab_size=5, num_classes=2, embedding_dim=8, hidden_size=4, context_dim=4)
+    )
     assert load_run(run).model.steps.tolist() == [7, 8]
 
 
-# --------------------------------------------------------------------------- 2. archive links to their own folder or above
+# ---------- 2. archive links to their own folder or above
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-reader", "tarfile"])
 def test_archive_links_to_their_own_folder_or_an_ancestor_are_skipped(tmp_path, monkeypatch, fast):
     """bbc/loopdir -> . made every bbc document a second time under a new class; a folder on disk does not
     follow such links (walk), so the archive skips them too, counted in stats["skipped_links"]."""
-    members = {"bbc/business/1.txt": "shares rose", "bbc/sport/1.txt": "a late goal", "bbc/sport/2.txt": "a draw",
-               "bbc/README.TXT": "the BBC corpus"}
+    members = {
+        "bbc/business/1.txt": "shares rose",
+        "bbc/sport/1.txt": "a late goal",
+        "bbc/sport/2.txt": "a draw",
+        "bbc/README.TXT": "the BBC corpus",
+    }
     plain = read_corpus(_tar(tmp_path / "plain.tar", members))
-    path = _tar(tmp_path / "loops.tar", {**members,
-                                          "bbc/loopdir": (tarfile.SYMTYPE, "."),  # its own folder
-                                          "bbc/sport/up": (tarfile.SYMTYPE, ".."),  # the folder above
-                                          "bbc/business/top": (tarfile.SYMTYPE, "../../bbc"),
-                                          "bbc/alias": (tarfile.SYMTYPE, "sport"),  # a plain folder link: still read
-                                          "bbc/sport/round": (tarfile.SYMTYPE, "../alias")})  # its own folder, via a link
+    path = _tar(
+        tmp_path / "loops.tar",
+        {
+            **members,
+            "bbc/loopdir": (tarfile.SYMTYPE, "."),  # its own folder
+            "bbc/sport/up": (tarfile.SYMTYPE, ".."),  # the folder above
+            "bbc/business/top": (tarfile.SYMTYPE, "../../bbc"),
+            "bbc/alias": (tarfile.SYMTYPE, "sport"),  # a plain folder link: still read
+            "bbc/sport/round": (tarfile.SYMTYPE, "../alias"),
+        },
+    )  # its own folder, via a link
     if not fast:
         without_the_fast_tar_reader(monkeypatch)
     tree = readers._archive_tree(path)
-    assert tree.skipped_links == ["bbc/business/top -> bbc (a folder the link is in)",
-                                  "bbc/loopdir -> bbc (a folder the link is in)",
-                                  "bbc/sport/round -> bbc/alias (a folder the link is in)",
-                                  "bbc/sport/up -> bbc (a folder the link is in)"]
+    assert tree.skipped_links == [
+        "bbc/business/top -> bbc (a folder the link is in)",
+        "bbc/loopdir -> bbc (a folder the link is in)",
+        "bbc/sport/round -> bbc/alias (a folder the link is in)",
+        "bbc/sport/up -> bbc (a folder the link is in)",
+    ]
     corpus = read_corpus(path)
     expected = Counter(zip(plain.labels, plain.texts)) + Counter({("alias", "a late goal"): 1, ("alias", "a draw"): 1})
     assert Counter(zip(corpus.labels, corpus.texts)) == expected
     assert corpus.stats["skipped_links"] == 4 and sorted(corpus.classes) == ["alias", "business", "sport"]
 
 
-# --------------------------------------------------------------------------- 3. a file nested deeper under a label folder
+# ---------- 3. a file nested deeper under a label folder
 
 
 @pytest.mark.parametrize("top", ["train/", "", "data/"], ids=["split", "no-split", "shared-folder"])
@@ -177,17 +195,24 @@ def test_an_empty_subfolder_does_not_hide_its_label_folders_files(tmp_path):
 
 def test_imdb_files_beside_label_folders_stay_out(tmp_path):
     """What the leaf-folder rule was for: aclImdb's labeledBow.feat, urls_*.txt and imdb.vocab are no documents."""
-    files = {"aclImdb/imdb.vocab": "the\n", "aclImdb/README": "readme", "aclImdb/train/labeledBow.feat": "0:1\n",
-             "aclImdb/train/urls_pos.txt": "http://x\n", "aclImdb/train/pos/0_9.txt": "superb",
-             "aclImdb/train/neg/0_2.txt": "awful", "aclImdb/train/unsup/0_0.txt": "unlabelled",
-             "aclImdb/test/pos/1_8.txt": "great", "aclImdb/test/neg/1_1.txt": "dull"}
+    files = {
+        "aclImdb/imdb.vocab": "the\n",
+        "aclImdb/README": "readme",
+        "aclImdb/train/labeledBow.feat": "0:1\n",
+        "aclImdb/train/urls_pos.txt": "http://x\n",
+        "aclImdb/train/pos/0_9.txt": "superb",
+        "aclImdb/train/neg/0_2.txt": "awful",
+        "aclImdb/train/unsup/0_0.txt": "unlabelled",
+        "aclImdb/test/pos/1_8.txt": "great",
+        "aclImdb/test/neg/1_1.txt": "dull",
+    }
     path = _tar(tmp_path / "aclImdb.tar", files)
     train = read_splits(path)["train"]
     assert sorted(train.texts) == ["awful", "superb"]
     assert sorted(read_texts(path).texts) == ["awful", "superb", "unlabelled"]
 
 
-# --------------------------------------------------------------------------- 4. devices and pipes as input
+# ---------- 4. devices and pipes as input
 
 
 def test_dev_null_is_named_a_character_device(tmp_path):
@@ -201,18 +226,16 @@ def test_dev_null_is_named_a_character_device(tmp_path):
 def test_a_named_pipe_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "in.txt"
     os.mkfifo(fifo)  # opening it to read waits for a writer: one comes after a while, so a failure is no hang
-    with fifo_writer(fifo):
-        with pytest.raises(DataError, match=r"in\.txt: not a regular file or folder \(a named pipe\)"):
-            read_corpus(fifo)
+    with fifo_writer(fifo), pytest.raises(DataError, match=r"in\.txt: not a regular file or folder \(a named pipe\)"):
+        read_corpus(fifo)
 
 
-# --------------------------------------------------------------------------- 5. NaN and Infinity labels in JSON Lines
+# ---------- 5. NaN and Infinity labels in JSON Lines
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_jsonl_nan_or_infinite_label_names_the_line(tmp_path, constant):
-    path = _write(tmp_path / "d.jsonl", '{"text": "fine", "label": "pos"}\n'
-                                        f'{{"text": "x", "label": {constant}}}\n')
+    path = _write(tmp_path / "d.jsonl", f'{{"text": "fine", "label": "pos"}}\n{{"text": "x", "label": {constant}}}\n')
     with pytest.raises(DataError) as caught:
         read_corpus(path)
     message = str(caught.value)
@@ -222,7 +245,7 @@ def test_jsonl_nan_or_infinite_label_names_the_line(tmp_path, constant):
     assert read_corpus(other).labels == ["pos"]  # only the label is a class: other fields may hold anything
 
 
-# --------------------------------------------------------------------------- 6. a deeply nested vocab.json
+# ---------- 6. a deeply nested vocab.json
 
 
 def test_deeply_nested_vocabulary_is_a_checkpoint_error(tmp_path):

@@ -18,11 +18,11 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import without_the_fast_tar_reader
 
 from docattn.data import readers, registry
 from docattn.data.readers import read_corpus, read_splits
 from docattn.errors import ConfigError, DataError
-from conftest import without_the_fast_tar_reader
 
 MIB = 1 << 20
 BOMB_BYTES = 3 << 30  # 3 GiB of zeros, about 3 MB compressed
@@ -33,8 +33,14 @@ def _limited(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """``python *args`` with its address space capped at ADDRESS_SPACE, on one thread."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("DOCATTN_MAX_")}  # the defaults
     env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env,
-                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE)))
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE)),
+    )
 
 
 # a reader in a capped subprocess: what it read or refused, how long it took, its peak memory, whether torch came in
@@ -106,14 +112,39 @@ def _zip_bomb(path: Path, member: str = "pos/zeros.txt", size: int = BOMB_BYTES)
     packed = len(zeros) * (size // MIB) + len(last)
     crc, name = _zeros_crc(size), member.encode()
     with open(path, "wb") as out:
-        out.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, zipfile.ZIP_DEFLATED, 0, 0x21, crc, packed,
-                              size, len(name), 0) + name)
+        out.write(
+            struct.pack(
+                "<IHHHHHIIIHH", 0x04034B50, 20, 0, zipfile.ZIP_DEFLATED, 0, 0x21, crc, packed, size, len(name), 0
+            )
+            + name
+        )
         for _ in range(size // MIB):
             out.write(zeros)
         out.write(last)
         directory = out.tell()
-        out.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, zipfile.ZIP_DEFLATED, 0, 0x21, crc,
-                              packed, size, len(name), 0, 0, 0, 0, 0o100644 << 16, 0) + name)
+        out.write(
+            struct.pack(
+                "<IHHHHHHIIIHHHHHII",
+                0x02014B50,
+                20,
+                20,
+                0,
+                zipfile.ZIP_DEFLATED,
+                0,
+                0x21,
+                crc,
+                packed,
+                size,
+                len(name),
+                0,
+                0,
+                0,
+                0,
+                0o100644 << 16,
+                0,
+            )
+            + name
+        )
         end = out.tell()
         out.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, end - directory, directory, 0))
     return path
@@ -197,12 +228,15 @@ def _write(path: Path, data: str | bytes) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name, content", [
-    ("a.txt", "short\n" + "x" * 50 + "\n"),
-    ("a.jsonl", '{"text": "short", "label": "a"}\n{"text": "' + "x" * 50 + '", "label": "b"}\n'),
-    ("a.csv", "text,label\nshort,a\n" + "x" * 50 + ",b\n"),
-    ("a.ft", "__label__a short\n__label__b " + "x" * 50 + "\n"),
-])
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("a.txt", "short\n" + "x" * 50 + "\n"),
+        ("a.jsonl", '{"text": "short", "label": "a"}\n{"text": "' + "x" * 50 + '", "label": "b"}\n'),
+        ("a.csv", "text,label\nshort,a\n" + "x" * 50 + ",b\n"),
+        ("a.ft", "__label__a short\n__label__b " + "x" * 50 + "\n"),
+    ],
+)
 def test_documents_over_the_limit_are_cut_and_counted(tmp_path, max_chars, name, content):
     corpus = read_corpus(_write(tmp_path / name, content))
     assert corpus.texts == ["short", "x" * max_chars]
@@ -239,10 +273,13 @@ def test_a_long_utf16_line_is_cut_too(tmp_path, max_chars):
     assert corpus.texts == ["y" * max_chars, "next"] and corpus.stats["cut_documents"] == 1
 
 
-@pytest.mark.parametrize("name, line", [
-    ("a.csv", "text,label\n\"{}\",a\n"),
-    ("a.jsonl", '{{"text": "ok", "label": "a"}}\n{{"text": "{}", "label": "a"}}\n'),
-])
+@pytest.mark.parametrize(
+    "name, line",
+    [
+        ("a.csv", 'text,label\n"{}",a\n'),
+        ("a.jsonl", '{{"text": "ok", "label": "a"}}\n{{"text": "{}", "label": "a"}}\n'),
+    ],
+)
 def test_a_record_past_the_line_limit_is_one_clear_error(tmp_path, max_chars, name, line):
     """A CSV or JSON record cut short would read wrong (a lost label, broken JSON): refused, naming the line."""
     path = _write(tmp_path / name, line.format("z" * (2 * MIB)))
@@ -288,16 +325,22 @@ def test_a_member_over_the_size_limit_is_refused_unread(tmp_path, monkeypatch, r
         path = _small_tar(tmp_path / "a.tar", members)
     if reader == "tarfile":
         without_the_fast_tar_reader(monkeypatch)
-    with pytest.raises(DataError, match=r"a\.(tar|zip): member 'pos/1.txt' is 2,000 bytes, over the 1,000-byte limit "
-                                        r".*raise DOCATTN_MAX_MEMBER_BYTES"):
+    with pytest.raises(
+        DataError,
+        match=r"a\.(tar|zip): member 'pos/1.txt' is 2,000 bytes, over the 1,000-byte limit "
+        r".*raise DOCATTN_MAX_MEMBER_BYTES",
+    ):
         read_splits(path)
 
 
 def test_many_small_bombs_are_refused_as_one(tmp_path):
     """Members each under the ratio floor: their running total against the archive's size refuses them."""
     path = _small_tar(tmp_path / "many.tar.gz", {f"pos/{i}.txt": bytes(MIB) for i in range(12)}, "w:gz")
-    with pytest.raises(DataError, match=r"many\.tar\.gz \(up to member 'pos/8.txt'\) unpacks to 9,437,184 bytes from "
-                                        r"[\d,]+ \([\d,]+:1\), over the 100:1 limit"):
+    with pytest.raises(
+        DataError,
+        match=r"many\.tar\.gz \(up to member 'pos/8.txt'\) unpacks to 9,437,184 bytes from "
+        r"[\d,]+ \([\d,]+:1\), over the 100:1 limit",
+    ):
         read_splits(path)
 
 
@@ -331,10 +374,13 @@ def test_data_download_of_a_bomb_leaves_no_data_folder(bombs, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [".downloads"]  # the archive, kept; no bbc/, no temporary
 
 
-@pytest.mark.parametrize("variable, match", [
-    ("DOCATTN_MAX_UNPACK_MEMBER_BYTES", r"a\.tar member 'pos/2.txt' is 3,000 bytes, over the 2,500-byte limit"),
-    ("DOCATTN_MAX_UNPACK_BYTES", r"a\.tar unpacks to more than 2,500 bytes \(up to member 'pos/2.txt': 5,000\)"),
-])
+@pytest.mark.parametrize(
+    "variable, match",
+    [
+        ("DOCATTN_MAX_UNPACK_MEMBER_BYTES", r"a\.tar member 'pos/2.txt' is 3,000 bytes, over the 2,500-byte limit"),
+        ("DOCATTN_MAX_UNPACK_BYTES", r"a\.tar unpacks to more than 2,500 bytes \(up to member 'pos/2.txt': 5,000\)"),
+    ],
+)
 def test_download_unpacking_caps_member_and_total_size(tmp_path, monkeypatch, variable, match):
     monkeypatch.setenv(variable, "2500")
     path = _small_tar(tmp_path / "a.tar", {"pos/1.txt": b"a" * 2000, "pos/2.txt": b"b" * 3000})
@@ -376,8 +422,14 @@ def test_training_on_million_character_documents_stays_under_2_gb(model):
     env = {key: value for key, value in os.environ.items() if not key.startswith("DOCATTN_MAX_")}
     env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     cap = 2 * ADDRESS_SPACE
-    done = subprocess.run([sys.executable, "-c", _TRAIN_IN_CHILD, model], capture_output=True, text=True, env=env,
-                          timeout=300, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)))
+    done = subprocess.run(
+        [sys.executable, "-c", _TRAIN_IN_CHILD, model],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     peak = json.loads(done.stdout.splitlines()[-1])["peak_mib"]
     print(f"{model}: peak {peak:.0f} MiB")

@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
-from conftest import train_briefly
 import torch
+from conftest import train_briefly
 
 from docattn.data.batching import FlatBatch
+from docattn.errors import ConfigError
 from docattn.models import create_model, get_spec, list_models
 
 VOCAB, CLASSES = 50, 3
 SANET = ["sanet", "sanet-big", "sanet-noatt", "sanet-big-noatt"]
 CSPAN = [
-    "cspan", "cspan-big", "cspan-bilstm", "cspan-bilstm-selfatt", "cspan-bilstm-selfatt-residual",
-    "cspan-fusion-a", "cspan-fusion-b", "cspan-fusion-c", "cspan-fusion-d", "cspan-fusion-d-sum",
+    "cspan",
+    "cspan-big",
+    "cspan-bilstm",
+    "cspan-bilstm-selfatt",
+    "cspan-bilstm-selfatt-residual",
+    "cspan-fusion-a",
+    "cspan-fusion-b",
+    "cspan-fusion-c",
+    "cspan-fusion-d",
+    "cspan-fusion-d-sum",
     "cspan-fusion-e",
 ]
 TINY = {"sanet": {"embedding_dim": 12, "d_model": 16}, "cspan": {"embedding_dim": 16, "queries": 3}}
@@ -75,11 +83,17 @@ def test_empty_document_gives_finite_gradients(name):
             assert p.grad is None or torch.isfinite(p.grad).all(), f"{name}: non-finite gradient in {n}"
 
 
-@pytest.mark.parametrize("name,keys", [
-    ("sanet", ["self"]), ("sanet-big", ["self"]),
-    ("cspan", ["semantic_self", "positional_self"]), ("cspan-fusion-c", ["semantic_self"]),
-    ("cspan-fusion-d", ["semantic_self", "positional_self"]), ("cspan-bilstm-selfatt", ["semantic_self"]),
-])
+@pytest.mark.parametrize(
+    "name,keys",
+    [
+        ("sanet", ["self"]),
+        ("sanet-big", ["self"]),
+        ("cspan", ["semantic_self", "positional_self"]),
+        ("cspan-fusion-c", ["semantic_self"]),
+        ("cspan-fusion-d", ["semantic_self", "positional_self"]),
+        ("cspan-bilstm-selfatt", ["semantic_self"]),
+    ],
+)
 def test_self_attention_rows_sum_to_one_over_real_keys(name, keys):
     model = tiny(name)
     batch = padded_batch()
@@ -114,9 +128,15 @@ def test_variants_without_some_attention_report_only_what_they_have():
     assert set(tiny("cspan-bilstm")(batch, return_attention=True).attentions) == {"token"}
     assert set(tiny("cspan-fusion-a")(batch, return_attention=True).attentions) == {"semantic_self", "queries", "token"}
     assert set(tiny("cspan-bilstm-selfatt-residual")(batch, return_attention=True).attentions) == {
-        "semantic_self", "positional_self", "token"}
+        "semantic_self",
+        "positional_self",
+        "token",
+    }
     assert set(tiny("cspan-fusion-d-sum")(batch, return_attention=True).attentions) == {
-        "semantic_self", "queries", "token"}
+        "semantic_self",
+        "queries",
+        "token",
+    }
 
 
 def test_fusion_d_readings_differ_only_in_the_second_self_attention():
@@ -221,7 +241,7 @@ def test_cspan_shapes_follow_the_paper():
     assert big.multi_query.fusion.weight.shape == (300, 128 * 300)  # W_f: md -> d
     base = create_model("cspan", vocab_size=VOCAB, num_classes=CLASSES)
     assert base.config.queries == 16 and len(base.bilstm.layers) == 1
-    with pytest.raises(Exception):
+    with pytest.raises(ConfigError):
         create_model("cspan", vocab_size=VOCAB, num_classes=CLASSES, embedding_dim=15)
 
 
@@ -268,10 +288,13 @@ def synthetic_data():
     return prepare(splits["train"], None, splits["test"], DataSettings(min_count=1))
 
 
-@pytest.mark.parametrize("name,hp,steps,lr", [
-    ("sanet", {"embedding_dim": 32, "d_model": 32}, 300, 3e-3),
-    ("cspan", {"embedding_dim": 32, "queries": 4}, 200, 1e-2),
-])
+@pytest.mark.parametrize(
+    "name,hp,steps,lr",
+    [
+        ("sanet", {"embedding_dim": 32, "d_model": 32}, 300, 3e-3),
+        ("cspan", {"embedding_dim": 32, "queries": 4}, 200, 1e-2),
+    ],
+)
 def test_learns_the_synthetic_task(name, hp, steps, lr, synthetic_data):
     """A few hundred Adam steps on 4 balanced classes reach clearly above chance (25%)."""
     train, test = synthetic_data.splits["train"], synthetic_data.splits["test"]

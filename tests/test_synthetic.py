@@ -75,7 +75,13 @@ def splits():
 
 def test_same_seed_same_corpus():
     a, b = make_corpus(300, seed=7), make_corpus(300, seed=7)
-    assert (a.texts, a.labels, a.sentences, a.rationales, a.ids) == (b.texts, b.labels, b.sentences, b.rationales, b.ids)
+    assert (a.texts, a.labels, a.sentences, a.rationales, a.ids) == (
+        b.texts,
+        b.labels,
+        b.sentences,
+        b.rationales,
+        b.ids,
+    )
     sa, sb = make_splits(200, 50, seed=7), make_splits(200, 50, seed=7)
     assert sa["train"].texts == sb["train"].texts and sa["test"].texts == sb["test"].texts
 
@@ -118,7 +124,7 @@ def test_sentence_and_word_counts_within_bounds(bounds):
         for sentence in doc:
             tokens = sentence.split(" ")
             words = [t for t in tokens if t.isalpha()]
-            assert 5 <= len(words) and len(tokens) <= 20, sentence
+            assert len(words) >= 5 and len(tokens) <= 20, sentence
 
 
 def test_tokens_round_trip_and_texts(corpus):
@@ -188,7 +194,9 @@ def test_write_jsonl_round_trips(tmp_path):
     assert not (tmp_path / "sub" / "train.jsonl.tmp").exists()
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert len(records) == 50
-    for record, i, text, label, sentences, rationale in zip(records, c.ids, c.texts, c.labels, c.sentences, c.rationales):
+    for record, i, text, label, sentences, rationale in zip(
+        records, c.ids, c.texts, c.labels, c.sentences, c.rationales
+    ):
         assert record == {"id": i, "text": text, "label": label, "sentences": sentences, "rationale": rationale}
     from docattn.data.readers import read_corpus
 

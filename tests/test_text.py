@@ -18,12 +18,17 @@ def test_sentence_split_handles_abbreviations():
     assert sents[0].startswith("Dr. Smith") and len(sents) == 3
 
 
-
 def test_a_blank_line_ends_a_sentence_and_a_single_line_break_does_not():
     text = "From: a@b.org\nSubject: hello\n\nThe post wraps\nat the margin. Second one.\n \t\n\nSignature here"
-    assert split_sentences(text) == ["From: a@b.org Subject: hello", "The post wraps at the margin.", "Second one.",
-                                     "Signature here"]
-    assert split_sentences(text, paragraphs=False)[0].endswith("hello  The post wraps at the margin.")  # blingfire alone
+    assert split_sentences(text) == [
+        "From: a@b.org Subject: hello",
+        "The post wraps at the margin.",
+        "Second one.",
+        "Signature here",
+    ]
+    assert split_sentences(text, paragraphs=False)[0].endswith(
+        "hello  The post wraps at the margin."
+    )  # blingfire alone
     cfg = TextConfig()
     joined = documents_to_strings([text], None, cfg)[0]
     assert joined.count("\x1e") == 3
@@ -33,10 +38,18 @@ def test_a_blank_line_ends_a_sentence_and_a_single_line_break_does_not():
 
 def test_lowercased_text_is_split_like_cased_text():
     """blingfire ends a sentence only before a capital; a corpus without capitals is split all the same."""
-    text = "the film is superb . the film\nis awful . \"really?\" (i liked it.) ß is no capital. i met dr. smith."
-    assert split_sentences(text) == ["the film is superb .", "the film is awful .", '"really?"', "(i liked it.)",
-                                     "ß is no capital.", "i met dr. smith."]
-    assert split_sentences(text, caseless=False)[0] == 'the film is superb . the film is awful . "really?"'  # blingfire alone
+    text = 'the film is superb . the film\nis awful . "really?" (i liked it.) ß is no capital. i met dr. smith.'
+    assert split_sentences(text) == [
+        "the film is superb .",
+        "the film is awful .",
+        '"really?"',
+        "(i liked it.)",
+        "ß is no capital.",
+        "i met dr. smith.",
+    ]
+    assert (
+        split_sentences(text, caseless=False)[0] == 'the film is superb . the film is awful . "really?"'
+    )  # blingfire alone
     cased = "It was approx. five minutes. The cat vs. the dog."  # capitals present: blingfire alone decides
     assert split_sentences(cased) == split_sentences(cased, caseless=False)
     assert TextConfig.from_json({"lowercase": True, "paragraphs": True}).caseless_sentences is False  # saved before
@@ -46,6 +59,7 @@ def test_text_settings_saved_before_paragraphs_existed_keep_their_splitting():
     old = {"lowercase": True, "hcan_clean": False, "split_sentences": True, "unicode_normalize": True}
     assert TextConfig.from_json(old).paragraphs is False
     assert TextConfig.from_json(TextConfig().to_json()) == TextConfig()
+
 
 def test_presplit_sentences_are_respected():
     cfg = TextConfig()
@@ -73,13 +87,41 @@ def test_han_characters_are_tokens_of_their_own():
     """Chinese and Japanese have no spaces: a clause must not become one token, seen once."""
     cfg = TextConfig(split_sentences=False)
     vocab = Vocabulary.build(documents_to_strings(["x"], None, cfg), cfg, min_count=1)
-    assert vocab.tokenize("这部电影很好看，我喜欢！") == ["这", "部", "电", "影", "很", "好", "看", ",", "我", "喜", "欢", "!"]  # NFKC: full-width marks
+    assert vocab.tokenize("这部电影很好看，我喜欢！") == [
+        "这",
+        "部",
+        "电",
+        "影",
+        "很",
+        "好",
+        "看",
+        ",",
+        "我",
+        "喜",
+        "欢",
+        "!",
+    ]  # NFKC: full-width marks
     assert vocab.tokenize("これは映画です。") == ["これは", "映", "画", "です", "。"]
     assert vocab.tokenize("Don't stop: 한국어 문장, naïve café مرحبا") == [
-        "don't", "stop", ":", "한국어", "문장", ",", "naïve", "café", "مرحبا"]
-    saved_before = Vocabulary.from_json({**vocab.to_json(), "text_config": {
-        k: v for k, v in vocab.to_json()["text_config"].items() if k != "han_characters"}})
-    assert saved_before.tokenize("这部电影很好看") == ["这部电影很好看"]  # as it was trained: its vocabulary holds clauses
+        "don't",
+        "stop",
+        ":",
+        "한국어",
+        "문장",
+        ",",
+        "naïve",
+        "café",
+        "مرحبا",
+    ]
+    saved_before = Vocabulary.from_json(
+        {
+            **vocab.to_json(),
+            "text_config": {k: v for k, v in vocab.to_json()["text_config"].items() if k != "han_characters"},
+        }
+    )
+    assert saved_before.tokenize("这部电影很好看") == [
+        "这部电影很好看"
+    ]  # as it was trained: its vocabulary holds clauses
 
 
 def test_max_vocab_size():
@@ -90,17 +132,20 @@ def test_max_vocab_size():
 
 def test_hcan_cleaning_keeps_alphanumerics_and_sentence_marks():
     cfg = TextConfig(hcan_clean=True)
-    docs = documents_to_strings(["Great -- \"movie\", 10/10!!! (really?)"], None, cfg)
+    docs = documents_to_strings(['Great -- "movie", 10/10!!! (really?)'], None, cfg)
     vocab = Vocabulary.build(docs, cfg, min_count=1)
     assert set(vocab.tokens[3:]) <= {"great", "movie", "10", "!", "really", "?"}
     assert "," not in vocab.index and '"' not in vocab.index
 
 
-@pytest.mark.parametrize("tokens,message", [
-    (["<pad>", "<unk>", "\x1e", "good", "bad", "good"], "'good' more than once"),
-    (["<pad>", "<unk>", "\x1e", 7], "not a list of strings"),
-    (["good", "bad"], "does not start with"),
-])
+@pytest.mark.parametrize(
+    "tokens,message",
+    [
+        (["<pad>", "<unk>", "\x1e", "good", "bad", "good"], "'good' more than once"),
+        (["<pad>", "<unk>", "\x1e", 7], "not a list of strings"),
+        (["good", "bad"], "does not start with"),
+    ],
+)
 def test_a_malformed_vocabulary_file_is_one_error_naming_it(tmp_path, tokens, message):
     cfg = TextConfig()
     Vocabulary.build(documents_to_strings(["good bad"], None, cfg), cfg, min_count=1).save(tmp_path / "v.json")

@@ -24,24 +24,33 @@ def data():
 
 def test_resume_continues_where_it_stopped(data, tmp_path):
     run = tmp_path / "run"
-    DocumentClassifier("han", max_epochs=1, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(data, run_dir=run)
+    DocumentClassifier("han", max_epochs=1, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(
+        data, run_dir=run
+    )
     assert (run / "checkpoints" / "last.ckpt").exists()
     clf = DocumentClassifier("han", max_epochs=3, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(
-        data, run_dir=run, resume=True)
-    rows = list(csv.DictReader(open(run / "metrics.csv")))
+        data, run_dir=run, resume=True
+    )
+    rows = list(csv.DictReader((run / "metrics.csv").read_text().splitlines()))
     assert [int(r["epoch"]) for r in rows] == [0, 1, 2]  # epoch 0 was not trained again
     assert clf.results["best"]["epoch"] in (0, 1, 2)
 
 
 def test_resume_asking_fewer_epochs_than_trained_is_refused_before_anything_is_written(data, tmp_path):
     run = tmp_path / "run"
-    DocumentClassifier("han", max_epochs=2, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(data, run_dir=run)
+    DocumentClassifier("han", max_epochs=2, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(
+        data, run_dir=run
+    )
     before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     for epochs in (1, 2):  # fewer, or as many: either way nothing is left to train
-        with pytest.raises(ConfigError, match=rf"has already trained 2 epoch\(s\), nothing is left to resume; give "
-                                              rf"--epochs 3 or more .*now: {epochs}"):
+        with pytest.raises(
+            ConfigError,
+            match=rf"has already trained 2 epoch\(s\), nothing is left to resume; give "
+            rf"--epochs 3 or more .*now: {epochs}",
+        ):
             DocumentClassifier("han", max_epochs=epochs, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(
-                data, run_dir=run, resume=True)
+                data, run_dir=run, resume=True
+            )
         assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
@@ -66,7 +75,9 @@ def test_a_failed_fit_leaves_the_classifier_as_it_was(data, monkeypatch):
     np.testing.assert_array_equal(clf.predict_proba(texts), expected)
 
 
-def test_a_new_run_interrupted_before_its_first_validation_does_not_keep_the_old_runs_weights(data, tmp_path, monkeypatch):
+def test_a_new_run_interrupted_before_its_first_validation_does_not_keep_the_old_runs_weights(
+    data, tmp_path, monkeypatch
+):
     """Training again into a run folder rewrites config.json and vocab.json at once; the earlier run's
     weights must not stay beside them, where they would load as the new run's model."""
     from docattn.errors import CheckpointError
@@ -118,26 +129,32 @@ def test_resume_after_a_crash_mid_training(data, tmp_path, monkeypatch):
 
     monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", crash_in_epoch_2)
     with pytest.raises(RuntimeError, match="killed"):
-        DocumentClassifier("han", max_epochs=4, embeddings="random", val_per_epoch=2, **TINY).fit_prepared(data, run_dir=run)
+        DocumentClassifier("han", max_epochs=4, embeddings="random", val_per_epoch=2, **TINY).fit_prepared(
+            data, run_dir=run
+        )
     assert (run / "checkpoints" / "last.ckpt").exists() and (run / "model.safetensors").exists()
     monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", real)
     clf = DocumentClassifier("han", max_epochs=4, embeddings="random", val_per_epoch=2, **TINY).fit_prepared(
-        data, run_dir=run, resume=True)
-    rows = list(csv.DictReader(open(run / "metrics.csv")))
+        data, run_dir=run, resume=True
+    )
+    rows = list(csv.DictReader((run / "metrics.csv").read_text().splitlines()))
     # 5 batches an epoch, validated after 2 and 4; the last step of the run gets one more
     assert [int(r["epoch"]) for r in rows] == [0, 0, 1, 1, 2, 2, 3, 3, 3]
     assert [int(r["step"]) for r in rows] == sorted(int(r["step"]) for r in rows)
     assert [h["epoch"] for h in clf.results["history"]] == [0, 0, 1, 1, 2, 2, 3, 3, 3]
-    assert clf.results["best"]["val_acc"] == pytest.approx(max(float(r["val_acc"]) for r in rows), abs=1e-6)  # CSV: 6 digits
+    assert clf.results["best"]["val_acc"] == pytest.approx(
+        max(float(r["val_acc"]) for r in rows), abs=1e-6
+    )  # CSV: 6 digits
 
 
 def test_metrics_rows_hold_the_loss_and_rate_since_the_previous_validation(data, tmp_path):
     """Each row's train_loss is the mean over the documents trained on since the row before, and lr the
     rate those steps used (an epoch-end scheduler step used to show the next epoch's, 0 on the last row)."""
     run = tmp_path / "run"
-    DocumentClassifier("han", max_epochs=3, embeddings="random", val_per_epoch=2, schedule="cosine", optimizer="adam",
-                       lr=0.01, **TINY).fit_prepared(data, run_dir=run)
-    rows = list(csv.DictReader(open(run / "metrics.csv")))
+    DocumentClassifier(
+        "han", max_epochs=3, embeddings="random", val_per_epoch=2, schedule="cosine", optimizer="adam", lr=0.01, **TINY
+    ).fit_prepared(data, run_dir=run)
+    rows = list(csv.DictReader((run / "metrics.csv").read_text().splitlines()))
     losses = [float(r["train_loss"]) for r in rows]
     rates = [float(r["lr"]) for r in rows]
     assert len(rows) == 7 and all(np.isfinite(losses)) and len(set(losses)) == len(losses)
@@ -150,7 +167,7 @@ def test_a_new_run_in_an_old_folder_starts_afresh(data, tmp_path):
     counts = []
     for _ in range(2):
         DocumentClassifier("han", max_epochs=1, embeddings="random", **TINY).fit_prepared(data, run_dir=run)
-        counts.append(len(list(csv.DictReader(open(run / "metrics.csv")))))
+        counts.append(len(list(csv.DictReader((run / "metrics.csv").read_text().splitlines()))))
     assert counts[0] >= 1 and counts[1] == counts[0]  # the second run's rows only
 
 
@@ -163,7 +180,9 @@ def test_resume_from_a_damaged_checkpoint_is_a_clear_error(data, tmp_path):
     last.write_bytes(last.read_bytes()[:1000])
     before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     with pytest.raises(CheckpointError, match="cannot resume"):
-        DocumentClassifier("han", max_epochs=2, embeddings="random", **TINY).fit_prepared(data, run_dir=run, resume=True)
+        DocumentClassifier("han", max_epochs=2, embeddings="random", **TINY).fit_prepared(
+            data, run_dir=run, resume=True
+        )
     assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before  # history and scores kept
 
 
@@ -177,7 +196,9 @@ def test_resume_on_other_data_is_refused_and_leaves_the_run_usable(data, tmp_pat
     sp = synthetic.make_splits(n_train=300, n_test=50, n_classes=3, seed=9)
     other = prepare(sp["train"], None, None, DataSettings(min_count=2))
     with pytest.raises(CheckpointError, match=r"not the data .* was trained on; nothing was changed"):
-        DocumentClassifier("han", max_epochs=2, embeddings="random", **TINY).fit_prepared(other, run_dir=run, resume=True)
+        DocumentClassifier("han", max_epochs=2, embeddings="random", **TINY).fit_prepared(
+            other, run_dir=run, resume=True
+        )
     assert {name: (run / name).read_bytes() for name in files} == files
     again = DocumentClassifier.load(run)
     assert again.classes_ == first.classes_
@@ -186,8 +207,12 @@ def test_resume_on_other_data_is_refused_and_leaves_the_run_usable(data, tmp_pat
 def test_embeddings_from_glove_file(data, tmp_path):
     words = data.vocab.tokens[3:13]
     glove = tmp_path / "glove.txt"
-    glove.write_text("".join(f"{w} " + " ".join(["0.5"] * 16) + "\n" for w in words) + "zzzunseen " + " ".join(["1"] * 16) + "\n")
-    clf = DocumentClassifier("han", max_epochs=1, embeddings=str(glove), freeze_embeddings=True, **TINY).fit_prepared(data)
+    glove.write_text(
+        "".join(f"{w} " + " ".join(["0.5"] * 16) + "\n" for w in words) + "zzzunseen " + " ".join(["1"] * 16) + "\n"
+    )
+    clf = DocumentClassifier("han", max_epochs=1, embeddings=str(glove), freeze_embeddings=True, **TINY).fit_prepared(
+        data
+    )
     cov = clf.results["coverage"]
     assert cov["words"] == 10 and 0 < cov["token_share"] <= 1
     emb = clf.model.embedding.weight
@@ -243,18 +268,23 @@ def test_word2vec_with_one_worker_is_the_same_in_another_process(data, tmp_path)
     from docattn.data.embeddings import train_word2vec
 
     here = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1, workers=1)
-    code = ("import numpy as np; from docattn.data import synthetic; from docattn.data.prepare import prepare, DataSettings; "
-            "from docattn.data.embeddings import train_word2vec; sp = synthetic.make_splits(n_train=300, n_test=100, seed=5); "
-            "d = prepare(sp['train'], None, sp['test'], DataSettings(min_count=2)); "
-            f"np.save({str(tmp_path / 'there.npy')!r}, train_word2vec(d.splits['train'], d.vocab, dim=16, epochs=1, workers=1))")
+    code = (
+        "import numpy as np; from docattn.data import synthetic; "
+        "from docattn.data.prepare import prepare, DataSettings; "
+        "from docattn.data.embeddings import train_word2vec; "
+        "sp = synthetic.make_splits(n_train=300, n_test=100, seed=5); "
+        "d = prepare(sp['train'], None, sp['test'], DataSettings(min_count=2)); "
+        f"np.save({str(tmp_path / 'there.npy')!r}, "
+        "train_word2vec(d.splits['train'], d.vocab, dim=16, epochs=1, workers=1))"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONHASHSEED": "12345"})
     np.testing.assert_array_equal(here, np.load(tmp_path / "there.npy"))
 
 
 def test_word2vec_reads_extra_unlabelled_text(data, tmp_path):
     """Text from word2vec_text moves the vectors, is cached under its own name, and needs word2vec."""
-    from docattn.training.trainer import _cached_word2vec
     from docattn.training.config import TrainConfig
+    from docattn.training.trainer import _cached_word2vec
 
     words = data.vocab.tokens[3:40]
     extra = tmp_path / "unlabelled.txt"
@@ -299,7 +329,9 @@ def test_ema_scores_keeps_and_saves_the_averaged_weights(data, tmp_path):
 
     def rescored_loss(model) -> float:
         logits = torch.from_numpy(predict_logits(model, data.splits["valid"], 64, {}))
-        return float(torch.nn.functional.cross_entropy(logits, torch.from_numpy(np.asarray(data.splits["valid"].labels))))
+        return float(
+            torch.nn.functional.cross_entropy(logits, torch.from_numpy(np.asarray(data.splits["valid"].labels)))
+        )
 
     options = dict(max_epochs=2, embeddings="random", val_per_epoch=2, monitor="val_loss", **TINY)
     ema = DocumentClassifier("han", ema_decay=0.9, **options).fit_prepared(data, run_dir=tmp_path / "ema")
@@ -314,14 +346,23 @@ def test_ema_scores_keeps_and_saves_the_averaged_weights(data, tmp_path):
 
 
 def test_sgd_with_separate_embedding_group(data):
+    from docattn.models import create_model
     from docattn.training.config import TrainConfig
     from docattn.training.engine import ClassifierModule
-    from docattn.models import create_model
 
-    model = create_model("han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8)
-    cfg = TrainConfig(optimizer="sgd", lr=0.01, momentum=0.9, embedding_lr=0.001, embedding_momentum=0.0, schedule="multistep", milestones=[2])
+    model = create_model(
+        "han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8
+    )
+    cfg = TrainConfig(
+        optimizer="sgd",
+        lr=0.01,
+        momentum=0.9,
+        embedding_lr=0.001,
+        embedding_momentum=0.0,
+        schedule="multistep",
+        milestones=[2],
+    )
     (opt,), _ = ClassifierModule(model, cfg).configure_optimizers()
-    groups = {len(g["params"]): g for g in opt.param_groups}
     emb = next(g for g in opt.param_groups if any(p is model.embedding.weight for p in g["params"]))
     assert emb["lr"] == 0.001 and emb["momentum"] == 0.0
     other = next(g for g in opt.param_groups if g is not emb)
@@ -331,11 +372,14 @@ def test_sgd_with_separate_embedding_group(data):
 def test_embedding_weight_decay_group(data):
     """Adam's coupled L2 shrinks rarely-updated word vectors towards 0: the embeddings can opt out."""
     import torch
+
+    from docattn.models import create_model
     from docattn.training.config import TrainConfig
     from docattn.training.engine import ClassifierModule
-    from docattn.models import create_model
 
-    model = create_model("han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8)
+    model = create_model(
+        "han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8
+    )
     cfg = TrainConfig(optimizer="adam", lr=0.01, weight_decay=1e-2, embedding_weight_decay=0.0)
     opt = ClassifierModule(model, cfg).configure_optimizers()
     emb = next(g for g in opt.param_groups if any(p is model.embedding.weight for p in g["params"]))
@@ -357,13 +401,16 @@ def test_label_smoothing_softens_the_training_targets_only(data):
     """The training loss is cross-entropy against (1 - e) one-hot + e / C; validation loss stays plain."""
     import torch
     import torch.nn.functional as F
+
     from docattn.data.batching import hierarchical_batch
     from docattn.models import create_model
     from docattn.training.config import TrainConfig
     from docattn.training.engine import ClassifierModule
 
     torch.manual_seed(0)
-    model = create_model("han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8)
+    model = create_model(
+        "han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8
+    )
     batch = hierarchical_batch(data.splits["train"], range(16))
     logits = model(batch).logits.float()
     target = F.one_hot(batch.labels, 4).float() * 0.8 + 0.2 / 4
@@ -385,7 +432,9 @@ def test_warmup_rises_linearly_then_hands_over_to_the_schedule(data):
     from docattn.training.config import TrainConfig
     from docattn.training.engine import ClassifierModule
 
-    model = create_model("han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8)
+    model = create_model(
+        "han", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8, context_dim=8
+    )
     cfg = TrainConfig(lr=0.1, embedding_lr=0.02, schedule="cosine", max_epochs=4, warmup_steps=4)
     (opt,), configs = ClassifierModule(model, cfg).configure_optimizers()
     (cosine, warm) = (c["scheduler"] for c in configs)
@@ -404,8 +453,18 @@ def test_warmup_rises_linearly_then_hands_over_to_the_schedule(data):
     assert [c["interval"] for c in plain[1]] == ["step"]
     with pytest.raises(ConfigError, match="warmup_steps"):
         DocumentClassifier("han", warmup_steps=-1)
-    clf = DocumentClassifier("han", max_epochs=1, lr=0.004, schedule="none", warmup_steps=2, embeddings="random",
-                             progress=False, embedding_dim=16, hidden_size=8, context_dim=8).fit_prepared(data)
+    clf = DocumentClassifier(
+        "han",
+        max_epochs=1,
+        lr=0.004,
+        schedule="none",
+        warmup_steps=2,
+        embeddings="random",
+        progress=False,
+        embedding_dim=16,
+        hidden_size=8,
+        context_dim=8,
+    ).fit_prepared(data)
     assert clf.results["history"][-1]["lr"] == pytest.approx(0.004)  # warmed up by the end of the epoch
 
 
@@ -425,19 +484,65 @@ def test_tune_reports_each_trial(tmp_path):
     with open(tmp_path / "train.jsonl", "w") as f:
         for t, y in zip(sp["train"].texts, sp["train"].labels):
             f.write(json.dumps({"text": t, "label": y}) + "\n")
-    res = CliRunner().invoke(app, ["tune", "--train", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "tune"),
-                                   "--lr", "0.01,0.001", "--epochs", "1", "--set", "embedding_dim=16", "--set", "hidden_size=8",
-                                   "--set", "context_dim=8", "--set", "progress=false", "--set", "embeddings=random",
-                                   "--set", "min_count=2"], env={"DOCATTN_CACHE": str(tmp_path / "cache")})
+    res = CliRunner().invoke(
+        app,
+        [
+            "tune",
+            "--train",
+            str(tmp_path / "train.jsonl"),
+            "--out",
+            str(tmp_path / "tune"),
+            "--lr",
+            "0.01,0.001",
+            "--epochs",
+            "1",
+            "--set",
+            "embedding_dim=16",
+            "--set",
+            "hidden_size=8",
+            "--set",
+            "context_dim=8",
+            "--set",
+            "progress=false",
+            "--set",
+            "embeddings=random",
+            "--set",
+            "min_count=2",
+        ],
+        env={"DOCATTN_CACHE": str(tmp_path / "cache")},
+    )
     assert res.exit_code == 0, res.output
     tune = json.loads((tmp_path / "tune" / "tune.json").read_text())
     assert [t["lr"] for t in tune["trials"]] == [0.01, 0.001]
     assert tune["best"]["lr"] in (0.01, 0.001) and all("val_acc" in t for t in tune["trials"])
     # no --lr: HAN trains with Adam, so the grid surrounds its Adam rate, not the paper's SGD rates
-    res = CliRunner().invoke(app, ["tune", "--train", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "tune2"),
-                                   "--epochs", "1", "--set", "embedding_dim=16", "--set", "hidden_size=8",
-                                   "--set", "context_dim=8", "--set", "progress=false", "--set", "embeddings=random",
-                                   "--set", "min_count=2", "--set", "lr=0.004"], env={"DOCATTN_CACHE": str(tmp_path / "cache")})
+    res = CliRunner().invoke(
+        app,
+        [
+            "tune",
+            "--train",
+            str(tmp_path / "train.jsonl"),
+            "--out",
+            str(tmp_path / "tune2"),
+            "--epochs",
+            "1",
+            "--set",
+            "embedding_dim=16",
+            "--set",
+            "hidden_size=8",
+            "--set",
+            "context_dim=8",
+            "--set",
+            "progress=false",
+            "--set",
+            "embeddings=random",
+            "--set",
+            "min_count=2",
+            "--set",
+            "lr=0.004",
+        ],
+        env={"DOCATTN_CACHE": str(tmp_path / "cache")},
+    )
     assert res.exit_code == 0, res.output
     tune = json.loads((tmp_path / "tune2" / "tune.json").read_text())
     assert [t["lr"] for t in tune["trials"]] == pytest.approx([0.001, 0.002, 0.004, 0.008])
@@ -448,7 +553,12 @@ def test_tune_grid_suits_the_optimizer_that_runs():
     assert DocumentClassifier("han").train_config.lr_grid() == pytest.approx([5e-4, 1e-3, 2e-3, 4e-3])
     assert DocumentClassifier("hcan", recipe="paper").train_config.lr_grid() == pytest.approx([5e-5, 1e-4, 2e-4, 4e-4])
     assert DocumentClassifier("han", optimizer="sgd").train_config.lr_grid() == [0.5, 0.1, 0.05, 0.01]
-    assert DocumentClassifier("sanet", recipe="paper").train_config.lr_grid() == [0.5, 0.1, 0.05, 0.01]  # SANet's paper: SGD
+    assert DocumentClassifier("sanet", recipe="paper").train_config.lr_grid() == [
+        0.5,
+        0.1,
+        0.05,
+        0.01,
+    ]  # SANet's paper: SGD
     # on a CPU the auto recipe trains both at the Adam rate they were measured at there (2e-3)
     for name in ("hcan", "sanet"):
         cpu = DocumentClassifier(name, accelerator="cpu").train_config
@@ -458,11 +568,15 @@ def test_tune_grid_suits_the_optimizer_that_runs():
 
 def test_validation_several_times_per_epoch(data):
     """val_per_epoch=3: three validations per epoch, so the best checkpoint is chosen at a third of an epoch."""
-    clf = DocumentClassifier("han", max_epochs=2, batch_size=32, embeddings="random", val_per_epoch=3, **TINY).fit_prepared(data)
+    clf = DocumentClassifier(
+        "han", max_epochs=2, batch_size=32, embeddings="random", val_per_epoch=3, **TINY
+    ).fit_prepared(data)
     history = clf.results["history"]
     assert [row["epoch"] for row in history] == [0, 0, 0, 1, 1, 1]
     assert len({row["step"] for row in history}) == 6
-    few = DocumentClassifier("han", max_epochs=1, batch_size=64, embeddings="random", val_per_epoch=3, **TINY).fit_prepared(data)
+    few = DocumentClassifier(
+        "han", max_epochs=1, batch_size=64, embeddings="random", val_per_epoch=3, **TINY
+    ).fit_prepared(data)
     # 5 batches an epoch: every 2nd (never more often than asked), and the run's last step for its final weights
     assert [row["step"] for row in few.results["history"]] == [2, 4, 5]
     with pytest.raises(ConfigError, match="val_per_epoch"):
@@ -473,7 +587,9 @@ def test_progress_lines_without_a_terminal(data, capsys):
     """Where no live bar can be seen (a log file), each validation still reports itself as a line."""
     opts = {**TINY, "progress": True}
     DocumentClassifier("han", max_epochs=2, embeddings="random", val_per_epoch=1, **opts).fit_prepared(data)
-    lines = [l for l in capsys.readouterr().err.splitlines() if "val_acc" in l]  # pytest's stderr is no terminal
+    lines = [
+        line for line in capsys.readouterr().err.splitlines() if "val_acc" in line
+    ]  # pytest's stderr is no terminal
     assert len(lines) == 2 and lines[0].strip().startswith("epoch 0") and "docs/s" in lines[0]
     opts["progress"] = False
     DocumentClassifier("han", max_epochs=1, embeddings="random", **opts).fit_prepared(data)
@@ -484,8 +600,9 @@ def test_mixed_precision_with_clipping_trains():
     """bf16-mixed plus gradient clipping: the optimizer is not fused (Lightning refuses to clip one that
     unscales itself) and the CPU GRU recurrence runs in float32 under autocast."""
     sp = synthetic.make_splits(n_train=200, n_test=20, seed=6)
-    clf = DocumentClassifier("han", max_epochs=1, embeddings="random", device="cpu", precision="bf16-mixed",
-                             grad_clip=1.0, **TINY).fit(sp["train"].sentences, sp["train"].labels)
+    clf = DocumentClassifier(
+        "han", max_epochs=1, embeddings="random", device="cpu", precision="bf16-mixed", grad_clip=1.0, **TINY
+    ).fit(sp["train"].sentences, sp["train"].labels)
     proba = clf.predict_proba(sp["test"].texts)
     assert clf.results["device"] == "cpu" and np.isfinite(proba).all()
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)
@@ -496,11 +613,15 @@ def test_loader_workers_build_the_same_batches(data):
     opts = dict(max_epochs=2, embeddings="random", val_per_epoch=1, device="cpu", **TINY)
     here = DocumentClassifier("han", **opts).fit_prepared(data)
     workers = DocumentClassifier("han", loader_workers=2, **opts).fit_prepared(data)
-    assert [r["val_loss"] for r in here.results["history"]] == pytest.approx([r["val_loss"] for r in workers.results["history"]])
+    assert [r["val_loss"] for r in here.results["history"]] == pytest.approx(
+        [r["val_loss"] for r in workers.results["history"]]
+    )
     from docattn.training.inference import predict_logits
 
     test = data.splits["test"]
-    np.testing.assert_allclose(predict_logits(here.model, test), predict_logits(workers.model, test), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        predict_logits(here.model, test), predict_logits(workers.model, test), rtol=1e-5, atol=1e-6
+    )
     with pytest.raises(ConfigError, match="loader_workers"):
         DocumentClassifier("han", loader_workers=-1)
 
@@ -510,9 +631,19 @@ def test_a_diverging_run_stops_and_says_so(data):
     after one the run keeps the weights from before (NaN weights still score an accuracy: never kept)."""
     from docattn.errors import Diverged
 
-    with pytest.raises(Diverged, match=r"training diverged: .* before any validation; lower the learning rate \(now 1e\+12\)"):
-        DocumentClassifier("kim-cnn", max_epochs=2, embeddings="random", optimizer="adam", lr=1e12, progress=False, min_count=2,
-                           embedding_dim=16).fit_prepared(data)
+    with pytest.raises(
+        Diverged, match=r"training diverged: .* before any validation; lower the learning rate \(now 1e\+12\)"
+    ):
+        DocumentClassifier(
+            "kim-cnn",
+            max_epochs=2,
+            embeddings="random",
+            optimizer="adam",
+            lr=1e12,
+            progress=False,
+            min_count=2,
+            embedding_dim=16,
+        ).fit_prepared(data)
 
 
 def _poison_at(monkeypatch, epoch: int, batch: int, stop: bool = False) -> None:
@@ -540,7 +671,8 @@ def test_divergence_after_a_validation_keeps_the_weights_from_before(data, monke
 
     _poison_at(monkeypatch, epoch=1, batch=2)
     clf = DocumentClassifier("han", max_epochs=3, embeddings="random", val_per_epoch=1, **TINY).fit_prepared(
-        data, run_dir=tmp_path / "run")
+        data, run_dir=tmp_path / "run"
+    )
     ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert ckpt["epoch"] == 0 and all(torch.isfinite(v).all() for v in ckpt["state_dict"].values())  # --resume: no NaN
     at = clf.results["diverged_at"]
@@ -570,8 +702,9 @@ def test_a_run_stopped_mid_epoch_after_diverging_keeps_no_nan_checkpoint(data, m
     import torch
 
     _poison_at(monkeypatch, epoch=1, batch=2, stop=True)
-    clf = DocumentClassifier("han", max_epochs=3, embeddings="random", batch_size=16, val_per_epoch=1, **TINY).fit_prepared(
-        data, run_dir=tmp_path / "run")
+    clf = DocumentClassifier(
+        "han", max_epochs=3, embeddings="random", batch_size=16, val_per_epoch=1, **TINY
+    ).fit_prepared(data, run_dir=tmp_path / "run")
     assert clf.results["diverged_at"]["epoch"] == 1 and clf.results["best"]["epoch"] == 0
     ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert ckpt["epoch"] == 0 and all(torch.isfinite(v).all() for v in ckpt["state_dict"].values())

@@ -1,4 +1,5 @@
-"""User-facing errors (one clear line saying what was wrong and what was expected), and the type check of config values."""
+"""User-facing errors (one clear line saying what was wrong and what was expected), and the type check of config
+values."""
 
 from __future__ import annotations
 
@@ -111,7 +112,13 @@ def _describe(hint) -> str:
     import types
     import typing
 
-    names = {bool: "true or false", int: "a whole number", float: "a number", str: "a string", type(None): "null (unset)"}
+    names = {
+        bool: "true or false",
+        int: "a whole number",
+        float: "a number",
+        str: "a string",
+        type(None): "null (unset)",
+    }
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_describe(a) for a in args)

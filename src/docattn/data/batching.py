@@ -13,8 +13,8 @@ document past a budget is read up to it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
-from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -34,10 +34,10 @@ class HierarchicalBatch:
 
     layout = "hierarchical"
 
-    def to(self, device) -> "HierarchicalBatch":
+    def to(self, device) -> HierarchicalBatch:
         return type(self)(**{f.name: getattr(self, f.name).to(device, non_blocking=True) for f in fields(self)})
 
-    def pin_memory(self) -> "HierarchicalBatch":
+    def pin_memory(self) -> HierarchicalBatch:
         """Page-locked copies (DataLoader's ``pin_memory``), so the copy to a GPU runs asynchronously."""
         return type(self)(**{f.name: getattr(self, f.name).pin_memory() for f in fields(self)})
 
@@ -54,10 +54,10 @@ class FlatBatch:
 
     layout = "flat"
 
-    def to(self, device) -> "FlatBatch":
+    def to(self, device) -> FlatBatch:
         return type(self)(**{f.name: getattr(self, f.name).to(device, non_blocking=True) for f in fields(self)})
 
-    def pin_memory(self) -> "FlatBatch":
+    def pin_memory(self) -> FlatBatch:
         """Page-locked copies (DataLoader's ``pin_memory``), so the copy to a GPU runs asynchronously."""
         return type(self)(**{f.name: getattr(self, f.name).pin_memory() for f in fields(self)})
 
@@ -89,7 +89,10 @@ def read_sizes(corpus: EncodedCorpus, limits: dict) -> tuple[np.ndarray, np.ndar
     sent_doc = np.repeat(np.arange(len(corpus)), corpus.sentence_counts)
     rank = np.arange(len(sent_doc)) - corpus.document_offsets[sent_doc]
     keep = rank < limits["max_sentences"] if limits.get("max_sentences") else np.ones(len(sent_doc), dtype=bool)
-    for budget, cost in ((limits.get("max_batch_words"), lengths), (limits.get("max_batch_pairs"), lengths**2 + 2 * rank + 1)):
+    for budget, cost in (
+        (limits.get("max_batch_words"), lengths),
+        (limits.get("max_batch_pairs"), lengths**2 + 2 * rank + 1),
+    ):
         if budget:  # cost + 2 rank + 1: the sentence-level pairs grow from rank^2 to (rank + 1)^2
             kept = np.where(keep, cost, 0)
             before = np.cumsum(kept) - kept  # cost of the corpus before each sentence
@@ -114,8 +117,12 @@ def hierarchical_batch(
 ) -> HierarchicalBatch:
     """Gather documents into one hierarchical batch, keeping the first sentences/words."""
     docs = np.asarray(documents, dtype=np.int64)
-    limits = {"max_sentences": max_sentences, "max_words": max_words, "max_batch_words": max_batch_words,
-              "max_batch_pairs": max_batch_pairs}
+    limits = {
+        "max_sentences": max_sentences,
+        "max_words": max_words,
+        "max_batch_words": max_batch_words,
+        "max_batch_pairs": max_batch_pairs,
+    }
     n_sent = corpus.sentence_counts[docs]
     if max_sentences:
         n_sent = np.minimum(n_sent, max_sentences)

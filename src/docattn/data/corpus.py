@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,14 +41,14 @@ class Corpus:
         if self.ids is None:
             self.ids = [str(i) for i in range(n)]
 
-    def without_labels(self) -> "Corpus":
+    def without_labels(self) -> Corpus:
         """The same documents with no labels, so encoding never checks them against a model's classes."""
         return Corpus(texts=self.texts, sentences=self.sentences, ids=self.ids, source=self.source)
 
     def __len__(self) -> int:
         return len(self.texts)
 
-    def subset(self, indices: Sequence[int]) -> "Corpus":
+    def subset(self, indices: Sequence[int]) -> Corpus:
         """The documents at ``indices``, in that order (used for validation splits)."""
         pick = lambda xs: None if xs is None else [xs[i] for i in indices]  # noqa: E731
         return Corpus(
@@ -67,8 +68,12 @@ def to_corpus(texts, labels=None, source: str = "input") -> Corpus:
         raise DataError(f"{source}: expected a list of documents, got a single string")
     if hasattr(texts, "columns") and hasattr(texts, "iloc"):  # a pandas DataFrame iterates over its column names
         if len(texts.columns) != 1:
-            raise DataError(f"{source}: a table with columns {list(texts.columns)}; pass its text column, "
-                            f"e.g. df[{str(texts.columns[0])!r}]" if len(texts.columns) else f"{source}: a table with no columns")
+            raise DataError(
+                f"{source}: a table with columns {list(texts.columns)}; pass its text column, "
+                f"e.g. df[{str(texts.columns[0])!r}]"
+                if len(texts.columns)
+                else f"{source}: a table with no columns"
+            )
         texts = texts.iloc[:, 0]
     texts = list(texts)
     if not texts:
@@ -81,9 +86,11 @@ def to_corpus(texts, labels=None, source: str = "input") -> Corpus:
         bad = next((i for i, t in enumerate(texts) if not isinstance(t, (str, list, tuple))), None)
         if bad is None:  # strings and lists of sentences, mixed
             listed = next(i for i, t in enumerate(texts) if not isinstance(t, str))
-            raise DataError(f"{source}: document {listed} is a list of sentences but document "
-                            f"{next(i for i, t in enumerate(texts) if isinstance(t, str))} a string; give every "
-                            "document as a string, or every one as a list of sentences")
+            raise DataError(
+                f"{source}: document {listed} is a list of sentences but document "
+                f"{next(i for i, t in enumerate(texts) if isinstance(t, str))} a string; give every "
+                "document as a string, or every one as a list of sentences"
+            )
         raise DataError(f"{source}: document {bad} is {type(texts[bad]).__name__}, expected str or a list of sentences")
     texts, sentences, stats = _bounded(texts, sentences)
     if labels is not None:
@@ -149,8 +156,10 @@ class LabelMap:
             raise DataError("no classes: the training data has no labels")
         for label in self.classes:
             if not _survives_json(label):
-                raise DataError(f"label {label!r} ({type(label).__name__}) cannot be saved with the model: "
-                                "labels must be str, int, float, bool or tuples of those")
+                raise DataError(
+                    f"label {label!r} ({type(label).__name__}) cannot be saved with the model: "
+                    "labels must be str, int, float, bool or tuples of those"
+                )
         self.index = {c: i for i, c in enumerate(self.classes)}
         if len(self.index) != len(self.classes):
             raise DataError(f"duplicate class names in {self.classes!r}")
@@ -159,11 +168,13 @@ class LabelMap:
         for label in self.classes:
             other = self.by_text.setdefault(str(label), label)
             if other is not label:
-                raise DataError(f"labels {other!r} ({type(other).__name__}) and {label!r} ({type(label).__name__}) are "
-                                "written the same way; use one type for all labels")
+                raise DataError(
+                    f"labels {other!r} ({type(other).__name__}) and {label!r} ({type(label).__name__}) are "
+                    "written the same way; use one type for all labels"
+                )
 
     @classmethod
-    def from_labels(cls, labels: Iterable[Hashable], classes: Sequence[Hashable] | None = None) -> "LabelMap":
+    def from_labels(cls, labels: Iterable[Hashable], classes: Sequence[Hashable] | None = None) -> LabelMap:
         """Classes in the source's order when given, else sorted; labels outside ``classes`` are an error."""
         labels = list(labels)
         for i, label in enumerate(labels):
@@ -193,8 +204,9 @@ class LabelMap:
                 idx = self.index.get(int(label))  # "03" (a label folder) vs 3; never a bool class (1 == True)
                 idx = idx if idx is not None and type(self.classes[idx]) is int else None
             if idx is None:
-                raise DataError(f"{_document(i, source, ids)} has label {label!r}, unseen in training "
-                                f"(known: {self.classes})")
+                raise DataError(
+                    f"{_document(i, source, ids)} has label {label!r}, unseen in training (known: {self.classes})"
+                )
             out.append(idx)
         return out
 
@@ -208,7 +220,7 @@ class LabelMap:
         return [_to_json(c) for c in self.classes]
 
     @classmethod
-    def from_json(cls, data: list[Any]) -> "LabelMap":
+    def from_json(cls, data: list[Any]) -> LabelMap:
         return cls(_from_json(c) for c in data)
 
 
@@ -223,8 +235,10 @@ def _check_hashable(label: Any, i: int, source: str = "", ids: Sequence[str] | N
     try:
         hash(label)
     except TypeError as err:
-        raise DataError(f"{_document(i, source, ids)} has label {label!r}, which cannot be a label ({err}); "
-                        "use str, int, float, bool or a tuple") from None
+        raise DataError(
+            f"{_document(i, source, ids)} has label {label!r}, which cannot be a label ({err}); "
+            "use str, int, float, bool or a tuple"
+        ) from None
 
 
 # JSON has no tuples; a label is never a list (unhashable), so a list in saved labels is a tuple

@@ -105,7 +105,9 @@ def _coverage(found: np.ndarray, vocab: Vocabulary, corpus: EncodedCorpus | None
     return Coverage(int(found.sum()), len(vocab) - len(SPECIAL_TOKENS), token_share)
 
 
-def load_vectors(path: str | Path, vocab: Vocabulary, corpus: EncodedCorpus | None = None, seed: int = 0) -> tuple[np.ndarray, Coverage]:
+def load_vectors(
+    path: str | Path, vocab: Vocabulary, corpus: EncodedCorpus | None = None, seed: int = 0
+) -> tuple[np.ndarray, Coverage]:
     """Matrix for ``vocab`` from a vector file: GloVe text (no header), word2vec / fastText text
     (``.vec``, with a header), word2vec binary (``.bin``); any of them gzipped (``.gz``).
 
@@ -141,7 +143,9 @@ def _read_binary(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], 
         kv = KeyedVectors.load_word2vec_format(str(path), binary=True, unicode_errors="replace")
     except (ValueError, UnicodeDecodeError, EOFError, OSError, struct.error) as err:
         raise DataError(f"{path}: not a word2vec binary vector file ({err})") from None
-    vectors = {i: kv.vectors[j] for w, j in kv.key_to_index.items() if (i := vocab.index.get(w, 0)) >= len(SPECIAL_TOKENS)}
+    vectors = {
+        i: kv.vectors[j] for w, j in kv.key_to_index.items() if (i := vocab.index.get(w, 0)) >= len(SPECIAL_TOKENS)
+    }
     bad = [vocab.tokens[i] for i, v in vectors.items() if not np.isfinite(v).all()]
     if bad:
         raise DataError(f"{path}: the vectors of {len(bad)} word(s) hold NaN or infinite values, e.g. {bad[0]!r}")
@@ -182,14 +186,18 @@ def _read_text(path: Path, vocab: Vocabulary) -> tuple[dict[int, np.ndarray], in
                         continue
                     dim = len(fields) - 1
                     if dim < 1 or not _floats(fields[1:]):
-                        raise DataError(f"{path}:1: not a GloVe/word2vec vector file (expected a word and its numbers, "
-                                        f"or a 'count dimension' header; got {line[:60]!r})")
+                        raise DataError(
+                            f"{path}:1: not a GloVe/word2vec vector file (expected a word and its numbers, "
+                            f"or a 'count dimension' header; got {line[:60]!r})"
+                        )
                 if not line:
                     continue
                 spaces = line.count(" ")
                 if spaces < dim or (header and first_vector and spaces > dim and _floats(line.split(" ")[1:])):
-                    raise DataError(f"{path}:{number}: {spaces} values, expected {dim} "
-                                    f"({'as the header says' if header else 'as on the first line'})")
+                    raise DataError(
+                        f"{path}:{number}: {spaces} values, expected {dim} "
+                        f"({'as the header says' if header else 'as on the first line'})"
+                    )
                 first_vector = False
                 word, _, rest = line.partition(" ")
                 index = vocab.index.get(word, 0)
@@ -217,11 +225,14 @@ def _floats(fields: list[str]) -> bool:
     return True
 
 
-PACKAGED = {"wordllama": "the wordllama package's 256-d token table (Llama 2 tokens, trained for averaged sentence embeddings)"}
+PACKAGED = {
+    "wordllama": "the wordllama package's 256-d token table (Llama 2 tokens, trained for averaged sentence embeddings)"
+}
 
 
-def packaged_vectors(name: str, vocab: Vocabulary, corpus: EncodedCorpus | None = None,
-                     spread: float | None = None) -> tuple[np.ndarray, Coverage]:
+def packaged_vectors(
+    name: str, vocab: Vocabulary, corpus: EncodedCorpus | None = None, spread: float | None = None
+) -> tuple[np.ndarray, Coverage]:
     """Matrix for ``vocab`` from vectors that a package installs with its weights, so nothing is downloaded:
     ``wordllama`` (``pip install 'docattn[vectors]'``). Each word is split into the table's subword tokens and
     gets their mean, as the table was trained to be used; every word has one. ``spread``: the standard deviation
@@ -241,9 +252,11 @@ def packaged_vectors(name: str, vocab: Vocabulary, corpus: EncodedCorpus | None 
         tokenizer = Tokenizer.from_file(str(root / "tokenizers" / "l2_supercat_tokenizer_config.json"))
         table = load_file(str(root / "weights" / "l2_supercat_256.safetensors"))["embedding.weight"].astype(np.float32)
     except (OSError, KeyError, Exception) as err:  # noqa: BLE001 - another release's layout: one clear line
-        raise DataError(f"embeddings={name!r}: cannot read the vectors in {root} ({str(err).splitlines()[0][:200]}); "
-                        "reinstall it (pip install --force-reinstall wordllama)") from None
-    words = vocab.tokens[len(SPECIAL_TOKENS):]
+        raise DataError(
+            f"embeddings={name!r}: cannot read the vectors in {root} ({str(err).splitlines()[0][:200]}); "
+            "reinstall it (pip install --force-reinstall wordllama)"
+        ) from None
+    words = vocab.tokens[len(SPECIAL_TOKENS) :]
     pieces = tokenizer.encode_batch(words, add_special_tokens=False)
     matrix = np.zeros((len(vocab), table.shape[1]), dtype=np.float32)
     ids = [p.ids for p in pieces]
@@ -251,7 +264,7 @@ def packaged_vectors(name: str, vocab: Vocabulary, corpus: EncodedCorpus | None 
     flat = np.fromiter((t for i in ids for t in i), dtype=np.int64, count=int(lengths.sum()))
     rows = np.repeat(np.arange(len(words)), lengths)
     np.add.at(matrix, len(SPECIAL_TOKENS) + rows, table[flat])  # sum of each word's pieces, then their mean
-    matrix[len(SPECIAL_TOKENS):] /= np.maximum(lengths, 1)[:, None]
+    matrix[len(SPECIAL_TOKENS) :] /= np.maximum(lengths, 1)[:, None]
     found = np.r_[np.zeros(len(SPECIAL_TOKENS), dtype=bool), lengths > 0]
     if spread is not None and found.any():
         matrix *= spread / float(matrix[found].std())

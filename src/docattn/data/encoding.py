@@ -13,9 +13,9 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -57,7 +57,7 @@ class EncodedCorpus:
         """Longest sentence of each document (every document has at least one sentence)."""
         return np.maximum.reduceat(self.sentence_lengths, self.document_offsets[:-1])
 
-    def subset(self, documents: Sequence[int] | np.ndarray) -> "EncodedCorpus":
+    def subset(self, documents: Sequence[int] | np.ndarray) -> EncodedCorpus:
         """A new corpus of the given documents, in that order (vectorized gather)."""
         docs = np.asarray(documents, dtype=np.int64)
         s_start, s_count = self.document_offsets[docs], self.sentence_counts[docs]
@@ -78,7 +78,7 @@ class EncodedCorpus:
             np.save(folder / f"{name}.npy", getattr(self, name))
 
     @classmethod
-    def load(cls, folder: str | Path, mmap: bool = True) -> "EncodedCorpus":
+    def load(cls, folder: str | Path, mmap: bool = True) -> EncodedCorpus:
         folder = Path(folder)
         try:
             arrays = {n: np.load(folder / f"{n}.npy", mmap_mode="r" if mmap else None) for n in ARRAYS}
@@ -98,10 +98,15 @@ class EncodedCorpus:
             return "the arrays do not agree: a truncated cache?"
         if (np.diff(s) < 0).any() or (np.diff(d) < 0).any():
             return "offsets run backwards"
-        if len(self.tokens) and (int(np.min(self.tokens)) < 0 or (vocab_size is not None and int(np.max(self.tokens)) >= vocab_size)):
+        if len(self.tokens) and (
+            int(np.min(self.tokens)) < 0 or (vocab_size is not None and int(np.max(self.tokens)) >= vocab_size)
+        ):
             return f"token ids outside the vocabulary of {vocab_size}"
-        if len(self.labels) != len(d) - 1 or (num_classes is not None and len(self.labels)
-                                               and (int(np.min(self.labels)) < -1 or int(np.max(self.labels)) >= num_classes)):
+        if len(self.labels) != len(d) - 1 or (
+            num_classes is not None
+            and len(self.labels)
+            and (int(np.min(self.labels)) < -1 or int(np.max(self.labels)) >= num_classes)
+        ):
             return f"labels that are not one per document in -1..{num_classes}"
         return None
 

@@ -25,8 +25,10 @@ def replacing(path: str | Path):
         yield tmp
         os.replace(tmp, path)
     except OSError as err:
-        raise WriteError(f"cannot write {path}: {err.strerror or err}; nothing was replaced "
-                         f"({'free some space' if err.errno == 28 else 'check the folder'} or write elsewhere)") from None
+        raise WriteError(
+            f"cannot write {path}: {err.strerror or err}; nothing was replaced "
+            f"({'free some space' if err.errno == 28 else 'check the folder'} or write elsewhere)"
+        ) from None
     finally:
         tmp.unlink(missing_ok=True)
 

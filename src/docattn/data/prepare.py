@@ -20,8 +20,9 @@ from docattn.data.text import TextConfig, Vocabulary, documents_to_strings, writ
 from docattn.errors import ConfigError, DataError, DocattnError, checked_fields
 
 CACHE_VERSION = 6  # 2: text that is not UTF-8 is read as Latin-1 (folders) or refused (line files), no U+FFFD
-# 3: TextConfig.caseless_sentences (lowercased text split at . ! ?); 4: Zhang CSV fields as sentences, AG's backslash breaks,
-# folder labels from the folder under the split; 5: fastText integer labels as ints, numeric folder classes in numeric order
+# 3: TextConfig.caseless_sentences (lowercased text split at . ! ?); 4: Zhang CSV fields as sentences, AG's
+# backslash breaks, folder labels from the folder under the split; 5: fastText integer labels as ints, numeric
+# folder classes in numeric order
 # 6: each Han character a token (TextConfig.han_characters)
 
 
@@ -72,7 +73,7 @@ class DataSettings:
         return d
 
     @classmethod
-    def from_json(cls, data: dict) -> "DataSettings":
+    def from_json(cls, data: dict) -> DataSettings:
         data = dict(data)
         data["text"] = TextConfig.from_json(data.get("text", {}))
         return cls(**data)
@@ -103,22 +104,29 @@ def prepare(
     if train.labels is None:
         raise DataError(f"{train.source or 'training data'}: documents have no labels")
     t0 = time.perf_counter()
-    LabelMap.from_labels(train.labels, train.classes)  # labels checked under the user's own document numbers, before splits
+    LabelMap.from_labels(
+        train.labels, train.classes
+    )  # labels checked under the user's own document numbers, before splits
     if settings.test_fraction is not None or settings.cv_folds is not None:
         if test is not None:
-            raise DataError(f"{test.source or 'the test data'}: the data has a test split of its own, so "
-                            "test_fraction / cv_folds (--test-fraction, --cv) would test on other documents; drop one")
+            raise DataError(
+                f"{test.source or 'the test data'}: the data has a test split of its own, so "
+                "test_fraction / cv_folds (--test-fraction, --cv) would test on other documents; drop one"
+            )
         from docattn.data.splits import held_out_split
 
-        tr_idx, te_idx = held_out_split(train.labels, settings.test_fraction, settings.cv_folds, settings.cv_fold,
-                                        settings.split_seed)
+        tr_idx, te_idx = held_out_split(
+            train.labels, settings.test_fraction, settings.cv_folds, settings.cv_fold, settings.split_seed
+        )
         train, test = train.subset(tr_idx), train.subset(te_idx)
     if valid is None:
         tr_idx, va_idx = stratified_split(train.labels, settings.valid_fraction, settings.split_seed)
         train, valid = train.subset(tr_idx), train.subset(va_idx)
     elif valid.labels is None:
-        raise DataError(f"{valid.source or 'validation data'}: documents have no labels; validation needs them "
-                        "to choose the best weights")
+        raise DataError(
+            f"{valid.source or 'validation data'}: documents have no labels; validation needs them "
+            "to choose the best weights"
+        )
     label_map = LabelMap.from_labels(train.labels, train.classes)
     train_strings = documents_to_strings(train.texts, train.sentences, settings.text)
     vocab = Vocabulary.build(train_strings, settings.text, settings.min_count, settings.max_vocab)
@@ -149,8 +157,10 @@ def read_inputs(train_path, valid_path=None, test_path=None, reader_options: dic
         if path is not None:
             split = read_splits(path, **opts)
             if name not in split and "all" not in split:  # never another split: a source's train is no validation data
-                raise DataError(f"{path} holds the splits {sorted(split)} but no {name} split; give --{name} a file or "
-                                f"folder of {name} documents only")
+                raise DataError(
+                    f"{path} holds the splits {sorted(split)} but no {name} split; give --{name} a file or "
+                    f"folder of {name} documents only"
+                )
             out[name] = split.get(name) or split["all"]
     return out
 
@@ -190,7 +200,12 @@ def prepare_paths(
             folder = cached(key, build, cache_dir)
             try:
                 data = _load_prepared(folder, mmap=True)
-            except (DocattnError, ValueError, KeyError, OSError):  # a damaged entry (a truncated file...): build it again
+            except (
+                DocattnError,
+                ValueError,
+                KeyError,
+                OSError,
+            ):  # a damaged entry (a truncated file...): build it again
                 shutil.rmtree(folder, ignore_errors=True)
                 data = _load_prepared(cached(key, build, cache_dir), mmap=True)
             data.info["inputs"] = key_parts["inputs"]  # content hashes: what tune --resume compares

@@ -37,8 +37,9 @@ def reader_options(fmt: str | None = None, text_col: str | None = None, label_co
     return opts
 
 
-def read_evaluation_corpus(data: str, split: str | None = None, fmt=None, text_col=None, label_col=None,
-                           ignore_labels: bool = False):
+def read_evaluation_corpus(
+    data: str, split: str | None = None, fmt=None, text_col=None, label_col=None, ignore_labels: bool = False
+):
     """One split of a source: the one asked for, else its test split, else all of it (never its train split unasked).
 
     ``ignore_labels`` (predicting): labels are not read, so missing or unseen ones are no error.
@@ -54,7 +55,9 @@ def read_evaluation_corpus(data: str, split: str | None = None, fmt=None, text_c
         raise DataError(f"{data}: no test split (found {sorted(splits)}); choose one with --split")
     from docattn.data.readers import _SPLIT_ALIASES
 
-    name = _SPLIT_ALIASES.get(split, split) if split else default  # --split dev means the valid split, as in the readers
+    name = (
+        _SPLIT_ALIASES.get(split, split) if split else default
+    )  # --split dev means the valid split, as in the readers
     if name not in splits:
         raise DataError(f"{data}: no split {name!r} (found {sorted(splits)})")
     return splits[name]

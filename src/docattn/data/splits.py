@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -54,8 +54,9 @@ def _quotas(sizes: np.ndarray, fraction: float) -> np.ndarray:
     return take
 
 
-def held_out_split(labels: Sequence[Hashable], fraction: float | None, folds: int | None, fold: int = 0,
-                   seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def held_out_split(
+    labels: Sequence[Hashable], fraction: float | None, folds: int | None, fold: int = 0, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """(train indices, test indices) for data without a test split: a stratified ``fraction``, or fold
     ``fold`` of a stratified, seeded ``folds``-fold split, whose test folds are disjoint and cover every document."""
     if folds is None:
@@ -65,8 +66,10 @@ def held_out_split(labels: Sequence[Hashable], fraction: float | None, folds: in
     codes = np.unique(np.asarray([str(x) for x in labels]), return_inverse=True)[1]
     smallest = np.bincount(codes).min()
     if smallest < folds:
-        raise DataError(f"{folds}-fold cross-validation needs at least {folds} documents of every class; the "
-                        f"smallest class has {smallest} (use fewer folds)")
+        raise DataError(
+            f"{folds}-fold cross-validation needs at least {folds} documents of every class; the "
+            f"smallest class has {smallest} (use fewer folds)"
+        )
     splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
     train_idx, test_idx = list(splitter.split(np.zeros(len(codes)), codes))[fold]
     return np.sort(train_idx), np.sort(test_idx)

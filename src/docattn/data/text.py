@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from docattn.errors import CheckpointError, ConfigError, checked_fields
 
@@ -54,7 +54,7 @@ class TextConfig:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> "TextConfig":
+    def from_json(cls, data: dict) -> TextConfig:
         # settings saved before a field existed keep the behaviour they were saved with
         return cls(**{**LEGACY_TEXT, **data})
 
@@ -129,7 +129,9 @@ def documents_to_strings(
 def _base_tokenizer(config: TextConfig, vocab: dict[str, int] | None):
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK_TOKEN) if vocab else models.WordLevel(unk_token=UNK_TOKEN))
+    tok = Tokenizer(
+        models.WordLevel(vocab=vocab, unk_token=UNK_TOKEN) if vocab else models.WordLevel(unk_token=UNK_TOKEN)
+    )
     steps = []
     if config.unicode_normalize:
         steps.append(normalizers.NFKC())
@@ -168,7 +170,7 @@ class Vocabulary:
         text_config: TextConfig = TextConfig(),
         min_count: int = 5,
         max_size: int | None = None,
-    ) -> "Vocabulary":
+    ) -> Vocabulary:
         """Count words of tokenizer-ready ``documents`` (see ``documents_to_strings``) in Rust."""
         from tokenizers import trainers
 
@@ -209,12 +211,12 @@ class Vocabulary:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "Vocabulary":
+    def from_json(cls, data: dict) -> Vocabulary:
         try:
             tokens = data["tokens"]
             if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
                 raise TypeError("'tokens' is not a list of strings")
-            if tokens[:len(SPECIAL_TOKENS)] != SPECIAL_TOKENS:
+            if tokens[: len(SPECIAL_TOKENS)] != SPECIAL_TOKENS:
                 raise TypeError(f"'tokens' does not start with {SPECIAL_TOKENS}")
             if len(set(tokens)) < len(tokens):  # two ids for one word: which would its text get?
                 twice = next(t for t, n in Counter(tokens).items() if n > 1)
@@ -227,7 +229,7 @@ class Vocabulary:
         write_json_atomic(path, self.to_json())
 
     @classmethod
-    def load(cls, path: str | Path) -> "Vocabulary":
+    def load(cls, path: str | Path) -> Vocabulary:
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -235,8 +237,10 @@ class Vocabulary:
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise CheckpointError(f"{path}: vocabulary is not valid JSON ({err})") from None
         except RecursionError:  # json recurses per nesting level: a hostile file exhausts the stack
-            raise CheckpointError(f"{path}: vocabulary JSON is nested too deeply to be a vocabulary; "
-                                  "restore the run's vocab.json or retrain") from None
+            raise CheckpointError(
+                f"{path}: vocabulary JSON is nested too deeply to be a vocabulary; "
+                "restore the run's vocab.json or retrain"
+            ) from None
         try:
             return cls.from_json(data)
         except (CheckpointError, ConfigError) as err:  # ConfigError: a text setting of the wrong type

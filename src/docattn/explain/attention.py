@@ -49,14 +49,18 @@ def explain_documents(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
         probs = softmax(result.logits.float().cpu().numpy())
         att = {k: v.float().cpu().numpy() for k, v in (result.attentions or {}).items() if torch.is_tensor(v)}
         if not {"word", "sentence", "token"} & set(att):
-            raise DocattnError(f"model {clf.model_name!r} gives no attention or pooling weights to explain its decisions "
-                               "with; every attention model, and the max- and mean-pooling ones, do (docattn models)")
+            raise DocattnError(
+                f"model {clf.model_name!r} gives no attention or pooling weights to explain its decisions "
+                "with; every attention model, and the max- and mean-pooling ones, do (docattn models)"
+            )
         for row, d in enumerate(docs):
             sentences = surface_sentences(clf.vocab, strings[d])
             item = {
                 "id": corpus.ids[d],
                 "prediction": clf.labels.classes[int(probs[row].argmax())],
-                "probabilities": {c: float(p) for c, p in zip(clf.labels.classes, probs[row])},  # keyed like "prediction"
+                "probabilities": {
+                    c: float(p) for c, p in zip(clf.labels.classes, probs[row])
+                },  # keyed like "prediction"
                 "label": corpus.labels[d] if corpus.labels is not None else None,
                 "layout": model.layout,
             }
@@ -66,12 +70,14 @@ def explain_documents(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
                 item["sentences_read"], item["sentence_count"] = n_sent, len(sentences)
                 item["sentences"] = []
                 for i, toks in enumerate(sentences[:n_sent]):
-                    item["sentences"].append({
-                        "tokens": toks,
-                        "weight": float(att["sentence"][row, i]) if "sentence" in att else None,
-                        "word_weights": _fit(att["word"][row, i], len(toks)) if "word" in att else None,
-                        "words_read": min(len(toks), int(batch.word_mask[batch.sentence_index[row, i]].sum())),
-                    })
+                    item["sentences"].append(
+                        {
+                            "tokens": toks,
+                            "weight": float(att["sentence"][row, i]) if "sentence" in att else None,
+                            "word_weights": _fit(att["word"][row, i], len(toks)) if "word" in att else None,
+                            "words_read": min(len(toks), int(batch.word_mask[batch.sentence_index[row, i]].sum())),
+                        }
+                    )
             else:
                 tokens = [t for s in sentences for t in s]
                 item["tokens"] = tokens

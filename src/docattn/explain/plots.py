@@ -11,14 +11,24 @@ from __future__ import annotations
 import functools
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 # fonts tried, glyph by glyph, after DejaVu Sans (Matplotlib's, Latin/Greek/Cyrillic) when installed
-_FALLBACK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans CJK KR", "Source Han Sans SC", "WenQuanYi Zen Hei",
-                   "Droid Sans Fallback", "Noto Sans Arabic", "Noto Sans Hebrew", "Noto Sans Devanagari", "Noto Sans Thai")
+_FALLBACK_FONTS = (
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Noto Sans CJK KR",
+    "Source Han Sans SC",
+    "WenQuanYi Zen Hei",
+    "Droid Sans Fallback",
+    "Noto Sans Arabic",
+    "Noto Sans Hebrew",
+    "Noto Sans Devanagari",
+    "Noto Sans Thai",
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -52,9 +62,12 @@ def _with_fonts(draw):
                 else:
                     warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         if missing:
-            warnings.warn(f"{path}: some characters of these words have no glyph in the fonts found "
-                          f"({', '.join(families)}) and draw as empty boxes; install a font that covers them "
-                          "(for Chinese, Japanese and Korean: Noto Sans CJK, the fonts-noto-cjk package)", stacklevel=2)
+            warnings.warn(
+                f"{path}: some characters of these words have no glyph in the fonts found "
+                f"({', '.join(families)}) and draw as empty boxes; install a font that covers them "
+                "(for Chinese, Japanese and Korean: Noto Sans CJK, the fonts-noto-cjk package)",
+                stacklevel=2,
+            )
         return path
 
     return wrapper
@@ -82,7 +95,9 @@ def _save(fig, path, tight: bool = False) -> Path:
 
 
 @_with_fonts
-def plot_attention_matrix(matrix, tokens: Sequence[str], path, title: str | None = None, max_tokens: int | None = 200) -> Path:
+def plot_attention_matrix(
+    matrix, tokens: Sequence[str], path, title: str | None = None, max_tokens: int | None = 200
+) -> Path:
     """Heatmap of a (n, n) attention matrix with ``tokens`` on both axes; returns the written path.
 
     Row i is what token i attends to. Documents longer than ``max_tokens`` show their first
@@ -134,16 +149,27 @@ def plot_attention_distribution(result: dict, path, density: bool = True) -> Pat
         ax = fig.add_subplot(rows, cols, i + 1)
         counts = np.asarray(summary.get("histogram", np.zeros(len(widths))), dtype=np.float64)
         heights = counts / (counts.sum() * widths) if density and counts.sum() > 0 else counts
-        ax.bar(edges[:-1], heights, width=widths, align="edge", color="#1f77b4" if i == 0 else "#ff7f0e", edgecolor="white", linewidth=0.3)
+        ax.bar(
+            edges[:-1],
+            heights,
+            width=widths,
+            align="edge",
+            color="#1f77b4" if i == 0 else "#ff7f0e",
+            edgecolor="white",
+            linewidth=0.3,
+        )
         if not counts.sum():
             ax.text(0.5, 0.5, "no occurrences", ha="center", va="center", transform=ax.transAxes, color="#777")
         mean = summary.get("mean")
-        ax.set_title(f"({chr(97 + i)}) {name}: n={summary['count']}" + (f", mean {mean:.3f}" if mean is not None else ""), fontsize=9)
+        ax.set_title(
+            f"({chr(97 + i)}) {name}: n={summary['count']}" + (f", mean {mean:.3f}" if mean is not None else ""),
+            fontsize=9,
+        )
         ax.set_xlim(edges[0], edges[-1])
         ax.set_xlabel("attention weight", fontsize=8)
         ax.set_ylabel("density" if density else "count", fontsize=8)
         ax.tick_params(labelsize=7)
     level = "sqrt(p_sentence) * p_word" if result.get("level") == "combined" else "word attention"
-    fig.suptitle(f"{result.get('model', '')}: {level} of \"{result['word']}\"", fontsize=11)
+    fig.suptitle(f'{result.get("model", "")}: {level} of "{result["word"]}"', fontsize=11)
     fig.tight_layout()
     return _save(fig, path, tight=True)

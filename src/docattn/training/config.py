@@ -93,10 +93,15 @@ class TrainConfig:
         if self.recipe not in RECIPES:
             raise ConfigError(f"recipe must be {' or '.join(RECIPES)}, got {self.recipe!r}")
         if not (self.class_weight is None or isinstance(self.class_weight, (str, dict))) or (
-                isinstance(self.class_weight, str) and self.class_weight not in ("auto", "balanced")):
-            raise ConfigError(f"class_weight must be 'auto', 'balanced', a {{label: weight}} dict or None, got {self.class_weight!r}")
+            isinstance(self.class_weight, str) and self.class_weight not in ("auto", "balanced")
+        ):
+            raise ConfigError(
+                f"class_weight must be 'auto', 'balanced', a {{label: weight}} dict or None, got {self.class_weight!r}"
+            )
         if isinstance(self.class_weight, dict) and not all(
-                isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < math.inf for w in self.class_weight.values()):
+            isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < math.inf
+            for w in self.class_weight.values()
+        ):
             raise ConfigError(f"class_weight's weights must be numbers above 0, got {self.class_weight!r}")
         if self.optimizer not in ("sgd", "adam", "adamw"):
             raise ConfigError(f"optimizer must be sgd, adam or adamw, got {self.optimizer!r}")
@@ -129,7 +134,13 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"{name} must be above 0 (or left unset), got {value}")
-        for name in ("weight_decay", "momentum", "patience", "grad_clip", "word2vec_workers"):  # grad_clip 0: no clipping
+        for name in (
+            "weight_decay",
+            "momentum",
+            "patience",
+            "grad_clip",
+            "word2vec_workers",
+        ):  # grad_clip 0: no clipping
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ConfigError(f"{name} must be >= 0, got {value}")
@@ -146,7 +157,7 @@ class TrainConfig:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> "TrainConfig":
+    def from_json(cls, data: dict) -> TrainConfig:
         names = {f.name for f in fields(cls)}
         if "recipe" not in data:  # saved before recipes: trained for fixed epochs, unweighted, by accuracy
             data = {"recipe": "paper", "class_weight": None, "monitor": "val_acc", "guardrail": False, **data}

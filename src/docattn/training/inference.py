@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -14,10 +14,17 @@ from docattn.data.encoding import EncodedCorpus
 def make_batch(corpus: EncodedCorpus, documents, layout: str, limits: dict):
     """The batch layout a model asks for, truncated by the run's data settings."""
     if layout == "hierarchical":
-        return hierarchical_batch(corpus, documents, limits.get("max_sentences"), limits.get("max_words"),
-                                  limits.get("max_batch_words"), limits.get("max_batch_pairs"))
-    return flat_batch(corpus, documents, limits.get("max_tokens"), limits.get("max_batch_words"),
-                      limits.get("max_batch_pairs"))
+        return hierarchical_batch(
+            corpus,
+            documents,
+            limits.get("max_sentences"),
+            limits.get("max_words"),
+            limits.get("max_batch_words"),
+            limits.get("max_batch_pairs"),
+        )
+    return flat_batch(
+        corpus, documents, limits.get("max_tokens"), limits.get("max_batch_words"), limits.get("max_batch_pairs")
+    )
 
 
 def iter_batches(corpus: EncodedCorpus, layout: str, batch_size: int, limits: dict) -> Iterator:
@@ -27,7 +34,9 @@ def iter_batches(corpus: EncodedCorpus, layout: str, batch_size: int, limits: di
 
 
 @torch.inference_mode()
-def predict_logits(model, corpus: EncodedCorpus, batch_size: int = 256, limits: dict | None = None, device=None) -> np.ndarray:
+def predict_logits(
+    model, corpus: EncodedCorpus, batch_size: int = 256, limits: dict | None = None, device=None
+) -> np.ndarray:
     """(n_documents, n_classes) logits in corpus order."""
     limits = limits or {}
     device = device or next(model.parameters()).device

@@ -18,7 +18,9 @@ def document_hashes(enc: EncodedCorpus) -> np.ndarray:
     tokens = np.ascontiguousarray(enc.tokens, dtype=np.int32)
     bounds = np.asarray(enc.sentence_offsets)[np.asarray(enc.document_offsets)]
     out = np.empty(len(enc), dtype=np.uint64)
-    for d, (start, end) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):  # a loop over documents, not words
+    for d, (start, end) in enumerate(
+        zip(bounds[:-1].tolist(), bounds[1:].tolist())
+    ):  # a loop over documents, not words
         out[d] = int.from_bytes(hashlib.blake2b(tokens[start:end].tobytes(), digest_size=8).digest(), "little")
     return out
 

@@ -22,8 +22,8 @@ passes, no class weights, accuracy.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
-from typing import Hashable, Sequence
 
 import numpy as np
 
@@ -76,13 +76,16 @@ def class_weights(cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashab
     by_name = {str(k): float(v) for k, v in choice.items()}
     unknown = sorted(set(by_name) - {str(c) for c in classes})
     if unknown:
-        raise ConfigError(f"class_weight names classes the data does not have: {', '.join(unknown)} "
-                          f"(classes: {', '.join(str(c) for c in classes)})")
+        raise ConfigError(
+            f"class_weight names classes the data does not have: {', '.join(unknown)} "
+            f"(classes: {', '.join(str(c) for c in classes)})"
+        )
     return np.array([by_name.get(str(c), 1.0) for c in classes])
 
 
-def resolve(cfg: TrainConfig, n_documents: int, n_tokens: int, labels: np.ndarray,
-            classes: Sequence[Hashable]) -> tuple[TrainConfig, np.ndarray | None]:
+def resolve(
+    cfg: TrainConfig, n_documents: int, n_tokens: int, labels: np.ndarray, classes: Sequence[Hashable]
+) -> tuple[TrainConfig, np.ndarray | None]:
     """(the config with every recipe-decided option made concrete, per-class loss weights or None)."""
     weights = class_weights(cfg, labels, classes)
     epochs = planned_epochs(cfg, n_documents)
@@ -96,6 +99,13 @@ def resolve(cfg: TrainConfig, n_documents: int, n_tokens: int, labels: np.ndarra
         weight_option = "balanced" if weights is not None else None
     # the epochs given: that length is the plan, and early stopping (--patience) may end it at any step
     min_steps = cfg.min_steps if cfg.max_epochs is None else 0
-    resolved = replace(cfg, max_epochs=epochs, patience=patience, monitor=monitor, class_weight=weight_option,
-                       word2vec_epochs=word2vec_passes(cfg, n_tokens), min_steps=min_steps)
+    resolved = replace(
+        cfg,
+        max_epochs=epochs,
+        patience=patience,
+        monitor=monitor,
+        class_weight=weight_option,
+        word2vec_epochs=word2vec_passes(cfg, n_tokens),
+        min_steps=min_steps,
+    )
     return resolved, weights

@@ -18,8 +18,16 @@ from docattn.errors import DocattnError
 MANIFEST = ".docattn-files.json"
 LOCK = ".docattn.lock"
 # what train/fit/save and the main job write into a run folder, relative to it
-RUN_FILES = ("config.json", "vocab.json", "model.safetensors", "metrics.csv", "checkpoints/last.ckpt",
-             "baseline/model.safetensors", "documents.npz", "README.md")
+RUN_FILES = (
+    "config.json",
+    "vocab.json",
+    "model.safetensors",
+    "metrics.csv",
+    "checkpoints/last.ckpt",
+    "baseline/model.safetensors",
+    "documents.npz",
+    "README.md",
+)
 
 
 class RunFolderError(DocattnError):
@@ -84,7 +92,9 @@ def others(folder: Path) -> list[str]:
     found = []
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder).as_posix()
-        if path.is_file() and rel not in ours and not (path.name.startswith(".") and ".tmp" in path.name):  # our temporaries
+        if (
+            path.is_file() and rel not in ours and not (path.name.startswith(".") and ".tmp" in path.name)
+        ):  # our temporaries
             found.append(rel)
     return found
 
@@ -109,15 +119,24 @@ def check_out(out: Path, *, resume: bool, overwrite: bool, command: str = "train
     if overwrite:
         clash = [n for n in foreign if n in RUN_FILES]
         if clash:
-            raise RunFolderError(f"--out {out}: {', '.join(clash)} {'is' if len(clash) == 1 else 'are'} not docattn's "
-                                 f"(no record of writing {'it' if len(clash) == 1 else 'them'}) and {command} would replace "
-                                 f"{'it' if len(clash) == 1 else 'them'}; move {'it' if len(clash) == 1 else 'them'} away "
-                                 "or give another --out")
+            raise RunFolderError(
+                f"--out {out}: {', '.join(clash)} {'is' if len(clash) == 1 else 'are'} not docattn's "
+                f"(no record of writing {'it' if len(clash) == 1 else 'them'}) and {command} would replace "
+                f"{'it' if len(clash) == 1 else 'them'}; move {'it' if len(clash) == 1 else 'them'} away "
+                "or give another --out"
+            )
         return
-    what = (f"a docattn run ({len(ours)} file(s) docattn wrote)" if ours else "files")
-    extra = f"; it also holds {len(foreign)} file(s) of yours ({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}), never removed" if ours and foreign else ""
-    raise RunFolderError(f"--out {out} is not empty: it holds {what}{extra}. Give a new --out, --resume to continue "
-                         f"the run there, or --overwrite to replace the files docattn wrote")
+    what = f"a docattn run ({len(ours)} file(s) docattn wrote)" if ours else "files"
+    extra = (
+        f"; it also holds {len(foreign)} file(s) of yours "
+        f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}), never removed"
+        if ours and foreign
+        else ""
+    )
+    raise RunFolderError(
+        f"--out {out} is not empty: it holds {what}{extra}. Give a new --out, --resume to continue "
+        f"the run there, or --overwrite to replace the files docattn wrote"
+    )
 
 
 def clear(out: Path) -> list[str]:
@@ -142,7 +161,7 @@ class RunLock:
         self.path = Path(folder) / LOCK
         self.held = False
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         for _ in range(2):
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,13 +169,16 @@ class RunLock:
             except FileExistsError:
                 pid = _lock_pid(self.path)
                 if pid is not None and pid != os.getpid() and _alive(pid):
-                    raise RunFolderError(f"{self.path.parent} is in use: process {pid} is training into it "
-                                         "(wait for it, or give another --out)") from None
+                    raise RunFolderError(
+                        f"{self.path.parent} is in use: process {pid} is training into it "
+                        "(wait for it, or give another --out)"
+                    ) from None
                 self.path.unlink(missing_ok=True)  # stale: its process is gone
                 continue
             except OSError as err:  # read-only, no space...: found now, before any data is read
-                raise RunFolderError(f"--out {self.path.parent}: cannot write there ({err.strerror}); give a folder "
-                                     "you can write to") from None
+                raise RunFolderError(
+                    f"--out {self.path.parent}: cannot write there ({err.strerror}); give a folder you can write to"
+                ) from None
             with os.fdopen(fd, "w") as f:
                 f.write(str(os.getpid()))
             self.held = True

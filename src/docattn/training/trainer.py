@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from docattn.data.prepare import PreparedData
-from docattn.models.baselines import BagModel as OneShotModel
 from docattn.errors import CheckpointError, ConfigError, DataError, DocattnError
+from docattn.models.baselines import BagModel as OneShotModel
 
 if TYPE_CHECKING:  # the engine (Lightning) is imported only when a neural model trains
     from docattn.training.engine import FitResult
@@ -42,11 +42,21 @@ def init_embeddings(model, data: PreparedData, cfg) -> dict:
         else:
             matrix, coverage = load_vectors(cfg.embeddings, data.vocab, data.splits["train"], seed=cfg.seed)
         if matrix.shape[1] != dim:
-            raise ConfigError(f"{cfg.embeddings}: vectors are {matrix.shape[1]}-d but the model's embedding is {dim}-d (set embedding_dim={matrix.shape[1]})")
+            raise ConfigError(
+                f"{cfg.embeddings}: vectors are {matrix.shape[1]}-d but the model's embedding is {dim}-d "
+                f"(set embedding_dim={matrix.shape[1]})"
+            )
         if coverage.words_found == 0:  # every word would start random: surely the wrong file (or cased vs lowercased)
-            raise DataError(f"{cfg.embeddings}: none of the vocabulary's {coverage.vocab_size:,} words has a vector there "
-                            f"(the vocabulary is {'lowercased' if data.vocab.text_config.lowercase else 'cased'}; is it the right file?)")
-        info["coverage"] = {"words": coverage.words_found, "vocab_share": coverage.vocab_share, "token_share": coverage.token_share}
+            raise DataError(
+                f"{cfg.embeddings}: none of the vocabulary's {coverage.vocab_size:,} words has a vector there "
+                f"(the vocabulary is {'lowercased' if data.vocab.text_config.lowercase else 'cased'}; "
+                "is it the right file?)"
+            )
+        info["coverage"] = {
+            "words": coverage.words_found,
+            "vocab_share": coverage.vocab_share,
+            "token_share": coverage.token_share,
+        }
     with torch.no_grad():
         emb.weight.copy_(torch.from_numpy(matrix))
     emb.weight.requires_grad_(not cfg.freeze_embeddings)
@@ -74,9 +84,16 @@ def _cached_word2vec(data: PreparedData, dim: int, cfg) -> np.ndarray:
                 return matrix
         except (ValueError, OSError, EOFError):
             pass  # a damaged file: train the vectors again and replace it
-    matrix = train_word2vec(data.splits["train"], data.vocab, dim=dim, epochs=cfg.word2vec_epochs, seed=cfg.seed,
-                            skipgram=cfg.word2vec_skipgram, extra=_word2vec_text(data, cfg.word2vec_text),
-                            workers=cfg.word2vec_workers or None)
+    matrix = train_word2vec(
+        data.splits["train"],
+        data.vocab,
+        dim=dim,
+        epochs=cfg.word2vec_epochs,
+        seed=cfg.seed,
+        skipgram=cfg.word2vec_skipgram,
+        extra=_word2vec_text(data, cfg.word2vec_text),
+        workers=cfg.word2vec_workers or None,
+    )
     if path is not None:
         tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
         try:
@@ -130,7 +147,9 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         results["truncated"] = {"limits": {k: v for k, v in clf.limits.items() if v}, **truncated}
     if isinstance(model, OneShotModel):  # non-neural baselines train in one call
         t0 = time.perf_counter()
-        model.fit_encoded(train, data.vocab, seed=cfg.seed, class_weights=_one_shot_weights(model, clf._requested, weights))
+        model.fit_encoded(
+            train, data.vocab, seed=cfg.seed, class_weights=_one_shot_weights(model, clf._requested, weights)
+        )
         results["train_seconds"] = time.perf_counter() - t0
         results["valid"] = _brief(evaluate_encoded(clf, data.splits["valid"]))
     else:
@@ -150,7 +169,9 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         if run_dir is not None:
             if not resuming:  # an earlier run's weights beside this run's config would load as this model
                 (run_dir / WEIGHTS).unlink(missing_ok=True)
-            save_run(run_dir, clf.model_name, model, clf.vocab, clf.labels, clf.data_settings, cfg, results, weights=False)
+            save_run(
+                run_dir, clf.model_name, model, clf.vocab, clf.labels, clf.data_settings, cfg, results, weights=False
+            )
 
         def on_best(m, metrics):
             if run_dir is not None:
@@ -196,8 +217,13 @@ def fit_record(res: FitResult) -> dict:
 
 def _recipe_record(cfg, weights, classes) -> dict:
     """What the recipe decided, for config.json's results and the CLI's summary."""
-    record = {"recipe": cfg.recipe, "max_epochs": cfg.max_epochs, "patience": cfg.patience, "monitor": cfg.monitor,
-              "word2vec_epochs": cfg.word2vec_epochs}
+    record = {
+        "recipe": cfg.recipe,
+        "max_epochs": cfg.max_epochs,
+        "patience": cfg.patience,
+        "monitor": cfg.monitor,
+        "word2vec_epochs": cfg.word2vec_epochs,
+    }
     if weights is not None:
         record["class_weights"] = {str(c): round(float(w), 4) for c, w in zip(classes, weights)}
     return record
@@ -210,7 +236,9 @@ def _one_shot_weights(model, requested, weights):
         return weights
     if requested.class_weight == "auto":
         return None
-    raise ConfigError(f"class_weight={requested.class_weight!r}: this model's library cannot weigh classes; leave it unset")
+    raise ConfigError(
+        f"class_weight={requested.class_weight!r}: this model's library cannot weigh classes; leave it unset"
+    )
 
 
 class Guardrail:
@@ -250,8 +278,9 @@ def fit_guardrail(data: PreparedData, cfg, weights) -> Guardrail:
         if enc is not None and len(enc) and (enc.labels >= 0).all():
             from docattn.training.metrics import classification_report
 
-            report = classification_report(np.asarray(enc.labels), model.predict_proba_encoded(enc).argmax(1),
-                                           data.labels.classes)
+            report = classification_report(
+                np.asarray(enc.labels), model.predict_proba_encoded(enc).argmax(1), data.labels.classes
+            )
             record[split] = {k: report[k] for k in ("documents", "accuracy", "macro_f1")}
     record["seconds"] = round(time.perf_counter() - t0, 2)
     return Guardrail(model, record)
@@ -263,13 +292,18 @@ def guardrail_verdict(results: dict) -> dict | None:
     if not baseline or "valid" not in baseline or "val_acc" not in best:
         return None
     model_acc, base_acc = float(best["val_acc"]), float(baseline["valid"]["accuracy"])
-    return {"model": {"accuracy": model_acc, "macro_f1": float(best.get("val_macro_f1", float("nan")))},
-            "baseline": baseline["valid"], "behind": model_acc < base_acc - Guardrail.MARGIN}
+    return {
+        "model": {"accuracy": model_acc, "macro_f1": float(best.get("val_macro_f1", float("nan")))},
+        "baseline": baseline["valid"],
+        "behind": model_acc < base_acc - Guardrail.MARGIN,
+    }
 
 
-GUARDRAIL_ADVICE = ("the neural model is under the tf-idf baseline: on small data, train word2vec longer "
-                    "(--set word2vec_epochs=50) or on more text (--set word2vec_text=PATH), start from pre-trained "
-                    "vectors (--embeddings FILE), or use the baseline itself (--model logreg)")
+GUARDRAIL_ADVICE = (
+    "the neural model is under the tf-idf baseline: on small data, train word2vec longer "
+    "(--set word2vec_epochs=50) or on more text (--set word2vec_text=PATH), start from pre-trained "
+    "vectors (--embeddings FILE), or use the baseline itself (--model logreg)"
+)
 
 
 def _check_same_data(run_dir: Path, clf) -> None:
@@ -283,17 +317,23 @@ def _check_same_data(run_dir: Path, clf) -> None:
         classes = LabelMap.from_json(read_config(run_dir)["labels"]).classes
         vocab = Vocabulary.load(run_dir / VOCAB)
     except (KeyError, TypeError, DocattnError) as err:
-        raise CheckpointError(f"{run_dir}: cannot resume, the run's classes or vocabulary are unreadable ({err})") from None
+        raise CheckpointError(
+            f"{run_dir}: cannot resume, the run's classes or vocabulary are unreadable ({err})"
+        ) from None
     differs = []
     if classes != clf.labels.classes:
         differs.append(f"classes {clf.labels.classes} (run: {classes})")
     if vocab.tokens != clf.vocab.tokens:
-        differs.append(f"a vocabulary of {len(clf.vocab)} words (run: {len(vocab)}"
-                       + (", the same size but other words)" if len(vocab) == len(clf.vocab) else ")"))
+        differs.append(
+            f"a vocabulary of {len(clf.vocab)} words (run: {len(vocab)}"
+            + (", the same size but other words)" if len(vocab) == len(clf.vocab) else ")")
+        )
     if differs:
-        raise CheckpointError(f"--resume: this training data gives {' and '.join(differs)}, so it is not the data "
-                              f"{run_dir} was trained on; nothing was changed. Resume with the run's own --train "
-                              "(and --valid) data, or start a new run with another --out")
+        raise CheckpointError(
+            f"--resume: this training data gives {' and '.join(differs)}, so it is not the data "
+            f"{run_dir} was trained on; nothing was changed. Resume with the run's own --train "
+            "(and --valid) data, or start a new run with another --out"
+        )
 
 
 def _brief(report: dict) -> dict:
