@@ -17,8 +17,20 @@ from docattn.data import synthetic
 from docattn.models import get_spec
 
 DOCATTN = [sys.executable, "-m", "docattn.cli"]
-TINY = ["--set", "embedding_dim=16", "--set", "hidden_size=8", "--set", "context_dim=8", "--embeddings", "random",
-        "--min-count", "2", "--set", "progress=false"]
+TINY = [
+    "--set",
+    "embedding_dim=16",
+    "--set",
+    "hidden_size=8",
+    "--set",
+    "context_dim=8",
+    "--embeddings",
+    "random",
+    "--min-count",
+    "2",
+    "--set",
+    "progress=false",
+]
 
 
 def run_cli(*args, **kw):
@@ -26,7 +38,8 @@ def run_cli(*args, **kw):
 
 
 def test_help_is_fast_and_imports_nothing_heavy():
-    code = "import sys, docattn.cli; print([m for m in ('torch','lightning','gensim','matplotlib','captum','sklearn') if m in sys.modules])"
+    heavy = "('torch','lightning','gensim','matplotlib','captum','sklearn')"
+    code = f"import sys, docattn.cli; print([m for m in {heavy} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     t0 = time.perf_counter()
@@ -68,7 +81,9 @@ def test_models_lists_registry():
     assert _default_reach(get_spec("han").training, "hierarchical") == "1,000 sentences, 1,000 words per sentence"
     assert _default_reach(get_spec("hcan").training, "hierarchical") == "1,000 sentences, 1,000 words per sentence"
     assert _default_reach(get_spec("can-two-target").training, "flat") == "1,000 tokens"
-    assert _default_reach({"max_sentences": 15, "max_words": 20}, "hierarchical") == "15 sentences, 20 words per sentence"
+    assert (
+        _default_reach({"max_sentences": 15, "max_words": 20}, "hierarchical") == "15 sentences, 20 words per sentence"
+    )
     res = CliRunner().invoke(app, ["models", "nosuch"])
     assert res.exit_code != 0 and "no registered model matches 'nosuch'" in str(res.exception)
 
@@ -86,8 +101,19 @@ def trained_run(tmp_path_factory):
     _write(tmp / "train.jsonl", sp["train"])
     _write(tmp / "test.jsonl", sp["test"])
     env = {**os.environ, "DOCATTN_CACHE": str(tmp / "cache")}
-    res = run_cli("train", "--train", str(tmp / "train.jsonl"), "--test", str(tmp / "test.jsonl"),
-                  "--out", str(tmp / "run"), "--epochs", "1", *TINY, env=env)
+    res = run_cli(
+        "train",
+        "--train",
+        str(tmp / "train.jsonl"),
+        "--test",
+        str(tmp / "test.jsonl"),
+        "--out",
+        str(tmp / "run"),
+        "--epochs",
+        "1",
+        *TINY,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     return tmp
 
@@ -101,7 +127,9 @@ def test_train_writes_run_directory(trained_run):
 
 
 def test_evaluate_json_and_table(trained_run):
-    res = CliRunner().invoke(app, ["evaluate", str(trained_run / "run"), "--data", str(trained_run / "test.jsonl"), "--json"])
+    res = CliRunner().invoke(
+        app, ["evaluate", str(trained_run / "run"), "--data", str(trained_run / "test.jsonl"), "--json"]
+    )
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert report["documents"] == 100 and 0 <= report["accuracy"] <= 1
@@ -112,7 +140,7 @@ def test_evaluate_json_and_table(trained_run):
 
 def test_predict_from_file_and_stdin(trained_run):
     res = run_cli("predict", str(trained_run / "run"), str(trained_run / "test.jsonl"))
-    lines = [json.loads(l) for l in res.stdout.splitlines()]
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
     assert res.returncode == 0 and len(lines) == 100
     assert abs(sum(lines[0]["probabilities"].values()) - 1) < 1e-4
     assert set(lines[0]) == {"id", "prediction", "probabilities"}  # "label" is the gold label everywhere else
@@ -130,22 +158,37 @@ def test_predict_needs_no_labels_and_reads_jsonl_from_stdin(trained_run):
     piped = run_cli("predict", str(trained_run / "run"), input="".join(json.dumps({"text": t}) + "\n" for t in texts))
     plain = run_cli("predict", str(trained_run / "run"), input="".join(t + "\n" for t in texts))
     assert piped.returncode == 0 and plain.returncode == 0, piped.stderr + plain.stderr
-    label = lambda out: [json.loads(l)["probabilities"] for l in out.splitlines()]
+    label = lambda out: [json.loads(line)["probabilities"] for line in out.splitlines()]
     assert label(piped.stdout) == label(plain.stdout)  # the JSON lines' texts, not the raw JSON
 
 
 def test_predict_ignores_missing_labels_and_explain_shows_unseen_ones(trained_run):
     """Gold labels are not needed to predict: an empty or absent one is no error; explain shows them as given."""
     (trained_run / "gaps.csv").write_text("text,label\na great phone,\nthe screen was bad,neg\n")
-    (trained_run / "gaps.jsonl").write_text('{"text": "a great phone", "label": "pos"}\n{"text": "the screen was bad"}\n')
+    (trained_run / "gaps.jsonl").write_text(
+        '{"text": "a great phone", "label": "pos"}\n{"text": "the screen was bad"}\n'
+    )
     for name in ("gaps.csv", "gaps.jsonl"):
         res = CliRunner().invoke(app, ["predict", str(trained_run / "run"), str(trained_run / name)])
         assert res.exit_code == 0, res.output
-        assert [json.loads(l)["id"] for l in res.stdout.splitlines()] == (["2", "3"] if name.endswith("csv") else ["1", "2"])
+        assert [json.loads(line)["id"] for line in res.stdout.splitlines()] == (
+            ["2", "3"] if name.endswith("csv") else ["1", "2"]
+        )
     (trained_run / "unseen.csv").write_text("text,label\na great phone,never seen\n")
     js = trained_run / "unseen.json"
-    res = CliRunner().invoke(app, ["explain", str(trained_run / "run"), "--data", str(trained_run / "unseen.csv"),
-                                   "--html", str(trained_run / "unseen.html"), "--json", str(js)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "explain",
+            str(trained_run / "run"),
+            "--data",
+            str(trained_run / "unseen.csv"),
+            "--html",
+            str(trained_run / "unseen.html"),
+            "--json",
+            str(js),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(js.read_text())[0]["label"] == "never seen"
     res = run_cli("explain", str(trained_run / "run"), "--data", str(trained_run / "unseen.csv"), "--n", "0")
@@ -165,8 +208,13 @@ def test_sigterm_mid_training_exits_143_and_says_how_to_resume(trained_run, tmp_
 
     run = tmp_path / "run"
     env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
-    proc = subprocess.Popen([*DOCATTN, "train", "--train", str(trained_run / "train.jsonl"), "--out", str(run),
-                             "--epochs", "500", *TINY], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*DOCATTN, "train", "--train", str(trained_run / "train.jsonl"), "--out", str(run), "--epochs", "500", *TINY],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while not (run / "checkpoints" / "last.ckpt").exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.2)
@@ -174,9 +222,13 @@ def test_sigterm_mid_training_exits_143_and_says_how_to_resume(trained_run, tmp_
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err[-2000:]
     assert "stopped by SIGTERM in epoch" in err and "--resume" in err and "Traceback" not in err
-    res = run_cli("train", "--train", str(trained_run / "train.jsonl"), "--out", str(run), "--resume", "--epochs", "1", env=env)
+    res = run_cli(
+        "train", "--train", str(trained_run / "train.jsonl"), "--out", str(run), "--resume", "--epochs", "1", env=env
+    )
     # one epoch was done (or, on a fast machine, more): nothing is left to resume with --epochs 1
-    assert res.returncode == 2 and "has already trained" in res.stderr and "give --epochs" in res.stderr, res.stderr[-2000:]
+    assert res.returncode == 2 and "has already trained" in res.stderr and "give --epochs" in res.stderr, res.stderr[
+        -2000:
+    ]
     assert "Traceback" not in res.stderr
 
 
@@ -203,6 +255,7 @@ def test_resume_continues_with_the_runs_own_settings(trained_run, tmp_path):
     assert after["model"] == before["model"] and after["hparams"] == before["hparams"]
     assert after["results"]["embeddings"] == "random" and after["training"]["max_epochs"] == 2
     assert after["training"]["seed"] == 3
+    assert "resumed from epoch 1, the last one finished: training goes on with epoch 2" in res.stderr
     epochs = [int(line.split(",")[0]) for line in (run / "metrics.csv").read_text().splitlines()[1:]]
     assert epochs == sorted(epochs) and epochs[-1] == 1 and epochs.count(0) == before["training"]["val_per_epoch"]
 
@@ -218,9 +271,11 @@ def test_bad_training_inputs_are_one_line_errors(trained_run, tmp_path):
     (tmp_path / "src" / "test" / "a").mkdir(parents=True)
     for split in ("train", "test"):
         (tmp_path / "src" / split / "a" / "1.txt").write_text(texts[0])
-    cases = [(["--out", str(tmp_path / "afile")], "is a file; give a folder"),
-             (["--out", str(tmp_path / "r1"), "--valid", str(tmp_path / "unlabelled.txt")], "documents have no labels"),
-             (["--out", str(tmp_path / "r2"), "--valid", str(tmp_path / "src")], "but no valid split")]
+    cases = [
+        (["--out", str(tmp_path / "afile")], "is a file; give a folder"),
+        (["--out", str(tmp_path / "r1"), "--valid", str(tmp_path / "unlabelled.txt")], "documents have no labels"),
+        (["--out", str(tmp_path / "r2"), "--valid", str(tmp_path / "src")], "but no valid split"),
+    ]
     for extra, word in cases:
         res = run_cli(*base, *extra, env=env)
         assert res.returncode == 2 and "Traceback" not in res.stderr and word in res.stderr, (extra, res.stderr[-1500:])
@@ -230,13 +285,40 @@ def test_bad_training_inputs_are_one_line_errors(trained_run, tmp_path):
 
 def test_train_says_why_it_stopped_and_what_it_ignores(trained_run, tmp_path):
     env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
-    res = run_cli("train", "--train", str(trained_run / "train.jsonl"), "--out", str(tmp_path / "r"), "--epochs", "50",
-                  "--patience", "1", "--max-tokens", "5", *TINY, env=env)
+    res = run_cli(
+        "train",
+        "--train",
+        str(trained_run / "train.jsonl"),
+        "--out",
+        str(tmp_path / "r"),
+        "--epochs",
+        "50",
+        "--patience",
+        "1",
+        "--max-tokens",
+        "5",
+        *TINY,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr[-1500:]
     assert "stopped early, after 1 validation(s) without improvement" in res.stderr
     assert "--max-tokens has no effect on 'han'" in res.stderr
-    res = run_cli("train", "--model", "nb", "--train", str(trained_run / "train.jsonl"), "--out", str(tmp_path / "nb"),
-                  "--epochs", "3", "--lr", "0.1", "--min-count", "2", env=env)
+    res = run_cli(
+        "train",
+        "--model",
+        "nb",
+        "--train",
+        str(trained_run / "train.jsonl"),
+        "--out",
+        str(tmp_path / "nb"),
+        "--epochs",
+        "3",
+        "--lr",
+        "0.1",
+        "--min-count",
+        "2",
+        env=env,
+    )
     assert res.returncode == 0, res.stderr[-1500:]
     assert "note: lr, max_epochs have no effect on 'nb', which is fitted in one call" in res.stderr
     assert "its own options (--set KEY=VALUE): " in res.stderr and "alpha=0.1" in res.stderr
@@ -244,13 +326,30 @@ def test_train_says_why_it_stopped_and_what_it_ignores(trained_run, tmp_path):
 
 def test_bad_training_options_are_one_line_errors(trained_run):
     env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
-    base = ["train", "--train", str(trained_run / "train.jsonl"), "--out", str(trained_run / "bad"), "--epochs", "1", *TINY]
-    cases = [(["--precision", "foo"], "precision"), (["--strategy", "nonsense"], "strategy"),
-             (["--set", "hidden_size=-1"], "hidden_size"), (["--set", "min_count=abc"], "min_count must be a whole number"),
-             (["--set", "lowercase=maybe"], "lowercase must be true or false"), (["--accelerator", "tpu"], "training options"),
-             (["--max-time", "-5"], "max_time must be above 0"), (["--set", "weight_decay=-1"], "weight_decay must be >= 0"),
-             (["--lr", "nan"], "lr must be a number above 0, got nan"), (["--lr", "inf"], "lr must be a number above 0"),
-             (["--epochs", "0"], "max_epochs must be at least 1, got 0"), (["--batch-size", "0"], "batch_size must be at least 1, got 0")]
+    base = [
+        "train",
+        "--train",
+        str(trained_run / "train.jsonl"),
+        "--out",
+        str(trained_run / "bad"),
+        "--epochs",
+        "1",
+        *TINY,
+    ]
+    cases = [
+        (["--precision", "foo"], "precision"),
+        (["--strategy", "nonsense"], "strategy"),
+        (["--set", "hidden_size=-1"], "hidden_size"),
+        (["--set", "min_count=abc"], "min_count must be a whole number"),
+        (["--set", "lowercase=maybe"], "lowercase must be true or false"),
+        (["--accelerator", "tpu"], "training options"),
+        (["--max-time", "-5"], "max_time must be above 0"),
+        (["--set", "weight_decay=-1"], "weight_decay must be >= 0"),
+        (["--lr", "nan"], "lr must be a number above 0, got nan"),
+        (["--lr", "inf"], "lr must be a number above 0"),
+        (["--epochs", "0"], "max_epochs must be at least 1, got 0"),
+        (["--batch-size", "0"], "batch_size must be at least 1, got 0"),
+    ]
     import torch
 
     if not torch.cuda.is_available():
@@ -258,16 +357,35 @@ def test_bad_training_options_are_one_line_errors(trained_run):
     for extra, word in cases:
         res = run_cli(*base, *extra, env=env)
         assert res.returncode == 2 and "Traceback" not in res.stderr and word in res.stderr, (extra, res.stderr[-1500:])
-    for extra, word in ((["--lr", "0.1,abc"], "--lr"), (["--lr", ","], "--lr"), (["--lr", "0.1,1e-1"], "more than once"),
-                        (["--model", "logreg"], "learning rate")):
-        res = run_cli("tune", "--train", str(trained_run / "train.jsonl"), "--out", str(trained_run / "t"), *extra, env=env)
+    for extra, word in (
+        (["--lr", "0.1,abc"], "--lr"),
+        (["--lr", ","], "--lr"),
+        (["--lr", "0.1,1e-1"], "more than once"),
+        (["--model", "logreg"], "learning rate"),
+    ):
+        res = run_cli(
+            "tune", "--train", str(trained_run / "train.jsonl"), "--out", str(trained_run / "t"), *extra, env=env
+        )
         assert res.returncode == 2 and "Traceback" not in res.stderr and word in res.stderr, (extra, res.stderr[-1500:])
 
 
 def test_explain_writes_html_and_json(trained_run):
     html, js = trained_run / "r.html", trained_run / "w.json"
-    res = CliRunner().invoke(app, ["explain", str(trained_run / "run"), "--data", str(trained_run / "test.jsonl"),
-                                   "--n", "5", "--html", str(html), "--json", str(js)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "explain",
+            str(trained_run / "run"),
+            "--data",
+            str(trained_run / "test.jsonl"),
+            "--n",
+            "5",
+            "--html",
+            str(html),
+            "--json",
+            str(js),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert html.read_text().count('class="doc"') == 5
     assert len(json.loads(js.read_text())) == 5
@@ -284,10 +402,13 @@ def test_errors_are_one_line_without_traceback(tmp_path):
 
 
 def test_benchmark_seeds_out_of_range_are_refused_before_any_trial(tmp_path):
-    for extra, word in ((["--first-seed", "-1"], "seeds -1 to 1"), (["--first-seed", "4294967295", "--seeds", "2"],
-                                                                   "seeds 4294967295 to 4294967296")):
-        res = run_cli("benchmark", "--data", str(tmp_path / "absent.csv"), "--models", "nb", *extra,
-                      "--out", str(tmp_path / "b"))
+    for extra, word in (
+        (["--first-seed", "-1"], "seeds -1 to 1"),
+        (["--first-seed", "4294967295", "--seeds", "2"], "seeds 4294967295 to 4294967296"),
+    ):
+        res = run_cli(
+            "benchmark", "--data", str(tmp_path / "absent.csv"), "--models", "nb", *extra, "--out", str(tmp_path / "b")
+        )
         assert res.returncode == 2 and "Traceback" not in res.stderr and word in res.stderr, res.stderr[-1500:]
         assert not (tmp_path / "b").exists()
 
@@ -323,9 +444,29 @@ def test_ddp_two_cpu_processes_match_one(tmp_path):
     for devices in ("1", "2"):
         out = tmp_path / f"run{devices}"
         extra = ["--strategy", "ddp"] if devices == "2" else []
-        res = run_cli("train", "--train", str(tmp_path / "train.jsonl"), "--test", str(tmp_path / "test.jsonl"),
-                      "--out", str(out), "--epochs", "8", "--accelerator", "cpu", "--devices", devices, *extra,
-                      "--embeddings", "random", "--min-count", "2", "--set", "progress=false", env=env)
+        res = run_cli(
+            "train",
+            "--train",
+            str(tmp_path / "train.jsonl"),
+            "--test",
+            str(tmp_path / "test.jsonl"),
+            "--out",
+            str(out),
+            "--epochs",
+            "8",
+            "--accelerator",
+            "cpu",
+            "--devices",
+            devices,
+            *extra,
+            "--embeddings",
+            "random",
+            "--min-count",
+            "2",
+            "--set",
+            "progress=false",
+            env=env,
+        )
         assert res.returncode == 0, res.stderr[-3000:]
         acc[devices] = json.loads((out / "config.json").read_text())["results"]["test"]["accuracy"]
     assert acc["2"] >= 0.9 and abs(acc["2"] - acc["1"]) <= 0.05, acc
@@ -340,7 +481,9 @@ def test_train_says_what_the_readers_skipped_or_decoded(tmp_path):
     (root / str(sp["train"].labels[0]) / "latin.txt").write_bytes("un caf\xe9 tr\xe8s bon".encode("latin-1"))
     (root / str(sp["train"].labels[0]) / "empty.txt").write_text("  \n")
     env = {**os.environ, "DOCATTN_CACHE": str(tmp_path / "cache")}
-    res = run_cli("train", "--train", str(tmp_path / "data"), "--out", str(tmp_path / "run"), "--epochs", "1", *TINY, env=env)
+    res = run_cli(
+        "train", "--train", str(tmp_path / "data"), "--out", str(tmp_path / "run"), "--epochs", "1", *TINY, env=env
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert "skipped empty documents: 1" in res.stderr and "not UTF-8, read as Latin-1" in res.stderr
 
@@ -351,3 +494,94 @@ def test_data_stats_says_when_a_quoted_tsv_field_holds_a_line_break_and_a_tab(tm
     res = CliRunner().invoke(app, ["data", "stats", str(path)])
     assert res.exit_code == 0, res.output
     assert "quoted text holds a line break and a tab: 1 (first:" in res.output and 'double it ("")' in res.output
+
+
+def test_model_names_take_any_case_and_a_typo_names_the_closest():
+    from docattn.cli.options import model_name
+    from docattn.errors import ConfigError
+
+    assert model_name("HAN") == "han" and model_name(" Han-Max ") == "han-max"
+    with pytest.raises(ConfigError) as err:
+        model_name("hna")
+    assert "unknown model 'hna'; did you mean 'han'?" in str(err.value) and "hcan" not in str(err.value)
+    res = run_cli("train", "--train", "x.jsonl", "--out", "never-written", "--model", "hna")
+    assert res.returncode == 2 and "did you mean 'han'?" in res.stderr and not Path("never-written").exists()
+
+
+def test_every_option_has_help_and_says_its_default():
+    import typer.main
+
+    def commands(group, prefix=""):
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                yield from commands(command, f"{prefix}{name} ")
+            else:
+                yield f"{prefix}{name}", command
+
+    for name, command in commands(typer.main.get_command(app)):
+        for param in command.params:
+            if param.param_type_name != "option" or param.name == "help":
+                continue
+            assert param.help, f"{name} {param.opts[0]} has no help"
+            if not param.required and not param.is_flag and param.default in (None, []) and param.name != "sets":
+                assert isinstance(param.show_default, str) and param.show_default, (
+                    f"{name} {param.opts[0]}: default unsaid"
+                )
+    shown = run_cli("train", "--help", env={**os.environ, "COLUMNS": "300", "TERMINAL_WIDTH": "300"}).stdout
+    for words in (
+        "[default: (recipe auto: sized to the data",
+        "[default: (0.1, or the model's own)]",
+        "[default: (text)]",
+        "[default: (detected",
+    ):
+        assert words in shown, words
+
+
+def test_train_report_lines_read_as_text():
+    from types import SimpleNamespace
+
+    from docattn.cli.report import data_line, human_epoch
+
+    data = SimpleNamespace(info={"documents": {"train": 1200, "valid": 300}}, vocab=range(5432), labels=range(2))
+    assert data_line(data) == (
+        "data: 1,500 documents (train 1,200, valid 300), vocabulary 5,432 words, 2 classes (cache: off)"
+    )
+    assert human_epoch(0) == "1" and human_epoch(None) == "?"
+
+
+def test_explain_draws_its_documents_at_random_unless_told_first(trained_run):
+    shown = {}
+    for extra in ([], ["--seed", "1"], ["--first"]):
+        js = trained_run / f"pick{len(extra)}{''.join(extra)}.json"
+        res = CliRunner().invoke(
+            app,
+            [
+                "explain",
+                str(trained_run / "run"),
+                "--data",
+                str(trained_run / "test.jsonl"),
+                "--n",
+                "5",
+                "--html",
+                str(trained_run / "pick.html"),
+                "--json",
+                str(js),
+                *extra,
+            ],
+        )
+        assert res.exit_code == 0, res.output
+        shown[tuple(extra)] = [item["id"] for item in json.loads(js.read_text())]
+    assert shown[("--first",)] == ["1", "2", "3", "4", "5"]
+    drawn = shown[()]
+    assert drawn != shown[("--first",)] and drawn != shown[("--seed", "1")]
+    assert drawn == sorted(drawn, key=int)  # shown in file order
+
+
+def test_benchmark_tables_are_titled_by_what_they_show():
+    from docattn.cli.benchmark import _title
+
+    assert _title("imdb", ["han", "nb"], 3, None, None, None) == (
+        "han, nb on IMDB Large Movie Review: tested on its test split, 3 seeds each"
+    )
+    assert _title("all.jsonl", ["nb"], 1, 5, None, None) == "nb on all.jsonl: 5-fold cross-validation, 1 seed each"
+    assert "tested on a held-out 20%" in _title("all.jsonl", ["nb"], 1, None, None, 0.2)

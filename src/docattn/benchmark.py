@@ -12,8 +12,8 @@ import json
 import os
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -57,7 +57,9 @@ class RssPeak:
         self._stop.set()
         self._thread.join()
         now = _rss_mb()
-        self.peak = max(self.peak, now) if now is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        self.peak = (
+            max(self.peak, now) if now is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        )
         return False
 
 
@@ -70,12 +72,20 @@ def _param_count(model) -> int | None:
 
 
 # what an interrupted benchmark keeps, and how to go on without losing it
-KEPT = ("results.json keeps the models whose seeds had all finished; run the others with --models into "
-        "another --out (a run into this one replaces its results.json)")
+KEPT = (
+    "results.json keeps the models whose seeds had all finished; run the others with --models into "
+    "another --out (a run into this one replaces its results.json)"
+)
 
 
-def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedData], seed: int, options: dict,
-            run_dir: Path | None, fold: int | None = None) -> dict:
+def run_one(
+    model: str,
+    data: PreparedData | Callable[[DataSettings], PreparedData],
+    seed: int,
+    options: dict,
+    run_dir: Path | None,
+    fold: int | None = None,
+) -> dict:
     """Train and test one model with one seed; the figures of one benchmark trial.
 
     ``data``: the prepared splits, or a function from the model's data settings to them (a model
@@ -117,8 +127,13 @@ def run_one(model: str, data: PreparedData | Callable[[DataSettings], PreparedDa
         "best_epoch": res.get("best", {}).get("epoch"),
         "train_seconds": train_s,
         # neural models: training time per document per epoch; one-shot baselines: fit time per document
-        "train_ms_per_document": (1000.0 / res["train_docs_per_s"] if res.get("train_docs_per_s")
-                                  else 1000.0 * train_s / n_train if train_s is not None else None),
+        "train_ms_per_document": (
+            1000.0 / res["train_docs_per_s"]
+            if res.get("train_docs_per_s")
+            else 1000.0 * train_s / n_train
+            if train_s is not None
+            else None
+        ),
         "train_docs_per_s": res.get("train_docs_per_s"),
         "inference_docs_per_s": test.get("inference_docs_per_s"),
         "parameters": _param_count(clf.model if diverged is None else size),
@@ -239,18 +254,33 @@ def summarize(model: str, trials: list[dict]) -> dict:
 def markdown_table(rows: list[dict], title: str) -> str:
     """HCAN Table 2 shape: test accuracy (mean ± std over seeds) and training cost per document."""
     over = "folds and seeds" if any(r.get("folds") for r in rows) else "seeds"
-    lines = [f"### {title}", "", f"Mean ± standard deviation over {over} (the population deviation, NumPy's ddof=0).", "",
-             "| model | test accuracy % | macro-F1 % | train ms/doc | train docs/s | inference docs/s | parameters | peak memory MB | note |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"### {title}",
+        "",
+        f"Mean ± standard deviation over {over} (the population deviation, NumPy's ddof=0).",
+        "",
+        "| model | test accuracy % | macro-F1 % | train ms/doc | train docs/s | inference docs/s | parameters "
+        "| peak memory MB | note |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         acc, f1 = r["test_accuracy"], r["test_macro_f1"]
         fmt = lambda d, s=100: "-" if d["mean"] is None else f"{s * d['mean']:.2f} ± {s * d['std']:.2f}"  # noqa: E731
         num = lambda d: "-" if d["mean"] is None else f"{d['mean']:.1f}"  # noqa: E731
-        note = "; ".join(n for n in ("stopped on time budget" if r["stopped_on_budget"] else "",
-                                       f"diverged: seed {', '.join(map(str, r.get('diverged_seeds', [])))}"
-                                       if r.get("diverged_seeds") else "") if n)
-        lines.append(f"| {r['model']} | {fmt(acc)} | {fmt(f1)} | {num(r['train_ms_per_document'])} | {num(r['train_docs_per_s'])} | "
-                     f"{num(r['inference_docs_per_s'])} | {r['parameters'] or '-'} | {r['peak_memory_mb'] or 0:.0f} | {note} |")
+        note = "; ".join(
+            n
+            for n in (
+                "stopped on time budget" if r["stopped_on_budget"] else "",
+                f"diverged: seed {', '.join(map(str, r.get('diverged_seeds', [])))}" if r.get("diverged_seeds") else "",
+            )
+            if n
+        )
+        parameters = format(r["parameters"], ",") if r["parameters"] else "-"
+        lines.append(
+            f"| {r['model']} | {fmt(acc)} | {fmt(f1)} | {num(r['train_ms_per_document'])} | "
+            f"{num(r['train_docs_per_s'])} | {num(r['inference_docs_per_s'])} | {parameters} | "
+            f"{r['peak_memory_mb'] or 0:,.0f} | {note} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -267,10 +297,22 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> Path | None:
         hist = r["trials"][0]["history"]
         color = f"C{i % 10}"  # lines and scatter points have separate colour cycles: one colour per model
         if hist:
-            ax.plot([h["elapsed_s"] for h in hist], [100 * h["val_acc"] for h in hist], marker="o", label=r["model"], color=color)
+            ax.plot(
+                [h["elapsed_s"] for h in hist],
+                [100 * h["val_acc"] for h in hist],
+                marker="o",
+                label=r["model"],
+                color=color,
+            )
             drawn += 1
         elif r["valid_accuracy"]["mean"] is not None:
-            ax.scatter([r["train_seconds"]["mean"]], [100 * r["valid_accuracy"]["mean"]], marker="s", label=r["model"], color=color)
+            ax.scatter(
+                [r["train_seconds"]["mean"]],
+                [100 * r["valid_accuracy"]["mean"]],
+                marker="s",
+                label=r["model"],
+                color=color,
+            )
             drawn += 1
     if not drawn:
         plt.close(fig)
@@ -295,9 +337,14 @@ def machine_info() -> dict:
 
     import torch
 
-    info = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    info = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
     try:
         with open("/proc/cpuinfo") as f:
             info["cpu"] = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
@@ -313,36 +360,59 @@ def run_record(models: list[str], seeds: list[int], options: dict, per_model: di
     import shlex
     import sys
 
-    return {"command": shlex.join(["docattn", *sys.argv[1:]]), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "machine": machine_info(), "models": models, "seeds": seeds, "options": options,
-            "per_model": per_model or {}, "jobs": jobs,
-            "threads_per_job": _threads_per_job(jobs) if jobs > 1 else None}
+    return {
+        "command": shlex.join(["docattn", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": machine_info(),
+        "models": models,
+        "seeds": seeds,
+        "options": options,
+        "per_model": per_model or {},
+        "jobs": jobs,
+        "threads_per_job": _threads_per_job(jobs) if jobs > 1 else None,
+    }
 
 
 def _note_replaced(out: Path, models: list[str], seeds: list[int], runs: Path | None, log) -> None:
-    """Say what an earlier benchmark in ``out`` loses: its results files are rewritten, its run folders of the same names replaced."""
+    """Say what an earlier benchmark in ``out`` loses: its results files are rewritten, its run folders of the
+    same names replaced."""
     try:
         before = [r["model"] for r in json.loads((out / "results.json").read_text(encoding="utf-8"))]
     except (OSError, ValueError, KeyError, TypeError):
         before = []
     if before:
         lost = [m for m in before if m not in models]
-        log(f"note: {out}/results.json held an earlier benchmark ({', '.join(before)}); it is replaced"
-            + (f", and the rows of {', '.join(lost)} will not be in it" if lost else ""))
+        log(
+            f"note: {out}/results.json held an earlier benchmark ({', '.join(before)}); it is replaced"
+            + (f", and the rows of {', '.join(lost)} will not be in it" if lost else "")
+        )
     if runs is not None:
         again = [f"{m}-seed{seed}" for m in models for seed in seeds if (runs / f"{m}-seed{seed}").exists()]
         if again:
-            log(f"note: {len(again)} run folder(s) under {runs} are trained again and replaced ({', '.join(again[:3])}"
-                + (", ..." if len(again) > 3 else "") + ")")
+            log(
+                f"note: {len(again)} run folder(s) under {runs} are trained again and replaced ({', '.join(again[:3])}"
+                + (", ..." if len(again) > 3 else "")
+                + ")"
+            )
 
 
 def _threads_per_job(jobs: int) -> int:
     return max(1, (os.cpu_count() or 1) // jobs)
 
 
-def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings], PreparedData], seeds: list[int], out: Path,
-                  options: dict, title: str, per_model: dict | None = None, log=print, runs: Path | None = None,
-                  jobs: int = 1, folds: int | None = None) -> list[dict]:
+def run_benchmark(
+    models: list[str],
+    data: PreparedData | Callable[[DataSettings], PreparedData],
+    seeds: list[int],
+    out: Path,
+    options: dict,
+    title: str,
+    per_model: dict | None = None,
+    log=print,
+    runs: Path | None = None,
+    jobs: int = 1,
+    folds: int | None = None,
+) -> list[dict]:
     """Train every model with every seed; rows are written after each model, so a crash keeps them.
 
     With ``runs``, each trial's run directory is kept as ``runs/MODEL-seedN`` (for `explain`,
@@ -370,15 +440,18 @@ def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings
         rows.append(summarize(model, trials))
         write_json_atomic(out / "results.json", rows)
         (out / "results.md").write_text(markdown_table(rows, title), encoding="utf-8")
-        write_json_atomic(out / "run.json", {**about, "wall_seconds": time.perf_counter() - started,
-                                             "finished_models": [r["model"] for r in rows]})
+        write_json_atomic(
+            out / "run.json",
+            {**about, "wall_seconds": time.perf_counter() - started, "finished_models": [r["model"] for r in rows]},
+        )
 
     def done(model: str, trial: dict) -> dict:
         name = _trial_name(trial["seed"], trial.get("fold"))
         if trial.get("diverged"):
             log(f"{model} {name}: diverged ({trial['diverged']})")
             return trial
-        log(f"{model} {name}: test accuracy {trial['test_accuracy']}, {trial['train_seconds']:.1f} s")
+        acc = trial["test_accuracy"]
+        log(f"{model} {name}: test accuracy {'-' if acc is None else f'{acc:.4f}'}, {trial['train_seconds']:.1f} s")
         return trial
 
     if jobs <= 1:
@@ -386,7 +459,9 @@ def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings
             trials = []
             for seed, fold in trials_of:
                 log(f"{model} {_trial_name(seed, fold)}: training")
-                trials.append(done(model, run_one(model, data, seed, options_for(model, fold), run_dir(model, seed, fold), fold)))
+                trials.append(
+                    done(model, run_one(model, data, seed, options_for(model, fold), run_dir(model, seed, fold), fold))
+                )
             finish(model, trials)
     else:
         import multiprocessing
@@ -398,13 +473,21 @@ def run_benchmark(models: list[str], data: PreparedData | Callable[[DataSettings
             for model in models:
                 for fold in sorted({f for _, f in trials_of}, key=lambda f: -1 if f is None else f):
                     data(DocumentClassifier(model, **options_for(model, fold)).data_settings)
-        pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_worker_start, initargs=(_threads_per_job(jobs),))
+        pool = ProcessPoolExecutor(
+            jobs,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_worker_start,
+            initargs=(_threads_per_job(jobs),),
+        )
         with pool:
             log(f"{len(models) * len(trials_of)} trials, {jobs} at a time, {_threads_per_job(jobs)} thread(s) each")
-            futures = {(m, seed, fold): pool.submit(_run_in_worker, m, data, seed, options_for(m, fold),
-                                                    run_dir(m, seed, fold), fold)
-                       for m in models for seed, fold in trials_of}
+            futures = {
+                (m, seed, fold): pool.submit(
+                    _run_in_worker, m, data, seed, options_for(m, fold), run_dir(m, seed, fold), fold
+                )
+                for m in models
+                for seed, fold in trials_of
+            }
             try:
                 for model in models:  # rows in the order asked for, each written once its trials are done
                     finish(model, [done(model, futures[(model, seed, fold)].result()) for seed, fold in trials_of])

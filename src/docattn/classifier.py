@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, fields
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Hashable, Sequence
 
 import numpy as np
 
@@ -22,10 +22,19 @@ _TEXT_FIELDS = {f.name for f in fields(TextConfig)}
 
 def _no_empty_documents(corpus: Corpus) -> Corpus:
     """Training and validation documents need text (file readers skip empty ones; fit does not guess)."""
-    empty = next((i for i, t in enumerate(corpus.texts) if not t.replace("\x00", "").strip()), None)  # NUL reads as a space
+    empty = next(
+        (i for i, t in enumerate(corpus.texts) if not t.replace("\x00", "").strip()), None
+    )  # NUL reads as a space
     if empty is not None:
         raise DataError(f"{corpus.source}: document {empty} is empty or whitespace only; remove it or give it text")
     return corpus
+
+
+def _no_documents(texts) -> bool:
+    """An empty sequence of documents (a list, tuple, array or Series); tables and strings are ``to_corpus``'s."""
+    if isinstance(texts, (str, bytes, Corpus)) or hasattr(texts, "columns") or not hasattr(texts, "__len__"):
+        return False
+    return len(texts) == 0
 
 
 def _check_model_options(model: str, options: dict) -> dict:
@@ -80,9 +89,12 @@ class DocumentClassifier:
         text_opts = {k: options.pop(k) for k in list(options) if k in _TEXT_FIELDS}
         recipe = train_opts.get("recipe", "auto")
         # on a CPU the auto recipe trains a self-attention family at the size it was measured at there
-        cpu = spec.cpu if spec.cpu and recipe == "auto" and not _wants_gpu(train_opts.get("accelerator", "auto")) else {}
-        self.hparams = _check_model_options(model, {**{k: v for k, v in cpu.items() if k not in TrainConfig.field_names()},
-                                                    **options})
+        cpu = (
+            spec.cpu if spec.cpu and recipe == "auto" and not _wants_gpu(train_opts.get("accelerator", "auto")) else {}
+        )
+        self.hparams = _check_model_options(
+            model, {**{k: v for k, v in cpu.items() if k not in TrainConfig.field_names()}, **options}
+        )
         # a variant's registered defaults may set training options and data options alike
         paper_train = {k: v for k, v in {**spec.training, **cpu}.items() if k in TrainConfig.field_names()}
         if recipe == "auto" and "max_epochs" in paper_train:
@@ -111,7 +123,7 @@ class DocumentClassifier:
         ``GridSearchCV``); a loaded one gives its run's model, hyper-parameters and settings."""
         return {"model": self.model_name, **self._options}
 
-    def set_params(self, **params) -> "DocumentClassifier":
+    def set_params(self, **params) -> DocumentClassifier:
         """Change constructor arguments; the classifier starts again unfitted, as the new options require."""
         options = {**self._options, **params}
         fresh = type(self)(options.pop("model", self.model_name), **options)  # refused options change nothing
@@ -121,14 +133,22 @@ class DocumentClassifier:
     def __sklearn_tags__(self):
         from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
 
-        return Tags(estimator_type="classifier", target_tags=TargetTags(required=True),
-                    classifier_tags=ClassifierTags(), input_tags=InputTags(two_d_array=False, string=True))
+        return Tags(
+            estimator_type="classifier",
+            target_tags=TargetTags(required=True),
+            classifier_tags=ClassifierTags(),
+            input_tags=InputTags(two_d_array=False, string=True),
+        )
 
     # ------------------------------------------------------------------ training
-    def fit(self, texts, labels, validation: tuple | None = None, run_dir: str | Path | None = None) -> "DocumentClassifier":
+    def fit(
+        self, texts, labels, validation: tuple | None = None, run_dir: str | Path | None = None
+    ) -> DocumentClassifier:
         """Train on ``texts``/``labels``; ``validation=(texts, labels)``, else a stratified split of train."""
         train = _no_empty_documents(to_corpus(texts, labels, "training data"))
-        valid = _no_empty_documents(to_corpus(*validation, source="validation data")) if validation is not None else None
+        valid = (
+            _no_empty_documents(to_corpus(*validation, source="validation data")) if validation is not None else None
+        )
         self.fit_prepared(prepare(train, valid, None, self.data_settings), run_dir)
         verdict = self.results.get("guardrail")
         if verdict and verdict["behind"]:  # the CLI prints the same beside both scores
@@ -136,27 +156,43 @@ class DocumentClassifier:
 
             from docattn.training.trainer import GUARDRAIL_ADVICE
 
-            warnings.warn(f"validation accuracy {verdict['model']['accuracy']:.4f} against the tf-idf baseline's "
-                          f"{verdict['baseline']['accuracy']:.4f}: {GUARDRAIL_ADVICE}", UserWarning, stacklevel=2)
+            warnings.warn(
+                f"validation accuracy {verdict['model']['accuracy']:.4f} against the tf-idf baseline's "
+                f"{verdict['baseline']['accuracy']:.4f}: {GUARDRAIL_ADVICE}",
+                UserWarning,
+                stacklevel=2,
+            )
         return self
 
-    def fit_prepared(self, data: PreparedData, run_dir=None, resume: bool = False) -> "DocumentClassifier":
+    def fit_prepared(self, data: PreparedData, run_dir=None, resume: bool = False) -> DocumentClassifier:
         """Train on already encoded splits (what ``docattn train`` does after its cached preparation)."""
+        import torch
+
         from docattn.models import create_model
         from docattn.training.trainer import train_model
 
-        import torch
-
         present = np.unique(data.splits["train"].labels)
         if len(present) < 2:
-            raise DataError(f"training data: every document has the label {data.labels.classes[present[0]]!r}; "
-                            "a classifier needs at least 2 classes")
+            raise DataError(
+                f"training data: every document has the label {data.labels.classes[present[0]]!r}; "
+                "a classifier needs at least 2 classes"
+            )
         if len(data.vocab) <= len(SPECIAL_TOKENS):  # every word would read as <unk>: a model at chance, silently
-            raise DataError(f"no word occurs at least min_count={data.vocab.min_count} times in the "
-                            f"{len(data.splits['train'])} training documents, so the vocabulary is empty; "
-                            "lower min_count (--min-count)")
+            raise DataError(
+                f"no word occurs at least min_count={data.vocab.min_count} times in the "
+                f"{len(data.splits['train'])} training documents, so the vocabulary is empty; "
+                "lower min_count (--min-count)"
+            )
         # a fit that fails or is interrupted leaves the classifier as it was (fitted or loaded before, or not)
-        before = (self.model, self.vocab, self.labels, self.data_settings.text, self.results, self._run_dir, self.train_config)
+        before = (
+            self.model,
+            self.vocab,
+            self.labels,
+            self.data_settings.text,
+            self.results,
+            self._run_dir,
+            self.train_config,
+        )
         try:
             self.train_config = self._requested  # a refit on other data sizes its recipe again
             self.vocab, self.labels = data.vocab, data.labels
@@ -164,13 +200,56 @@ class DocumentClassifier:
             self.data_settings.text = data.vocab.text_config
             # the seed covers the initial weights too: the engine seeds again only after the model exists
             torch.manual_seed(self.train_config.seed)
-            self.model = create_model(self.model_name, vocab_size=len(data.vocab), num_classes=len(data.labels), **self.hparams)
+            self.model = create_model(
+                self.model_name, vocab_size=len(data.vocab), num_classes=len(data.labels), **self.hparams
+            )
             self.results = train_model(self, data, run_dir=Path(run_dir) if run_dir else None, resume=resume)
         except BaseException:
-            self.model, self.vocab, self.labels, self.data_settings.text, self.results, self._run_dir, self.train_config = before
+            (
+                self.model,
+                self.vocab,
+                self.labels,
+                self.data_settings.text,
+                self.results,
+                self._run_dir,
+                self.train_config,
+            ) = before
             raise
         self._run_dir = Path(run_dir).resolve() if run_dir else None
         return self
+
+    def tune(
+        self,
+        texts,
+        labels,
+        rates: Sequence[float] | None = None,
+        validation: tuple | None = None,
+        out: str | Path | None = None,
+        resume: bool = False,
+        log=print,
+    ):
+        """Search the learning rate as ``docattn tune`` does: one classifier per rate, with this one's options,
+        trained on ``texts`` and compared on ``validation`` (else a stratified split of them).
+
+        ``rates`` default to the optimizer's grid (the HAN paper's under SGD; this rate x 1/4, 1/2, 1, 2 under
+        Adam). With ``out``, each trial is a run folder ``out/lr=RATE`` and ``out/tune.json`` records the search;
+        ``resume`` keeps its finished trials. Returns a ``TuneResult`` (``trials``, ``best``, ``best_lr``);
+        this classifier is left as it was: ``DocumentClassifier(model, lr=result.best_lr, ...)`` trains the choice.
+        """
+        from docattn.training.tune import tune_learning_rate
+
+        train = _no_empty_documents(to_corpus(texts, labels, "training data"))
+        valid = (
+            _no_empty_documents(to_corpus(*validation, source="validation data")) if validation is not None else None
+        )
+        data = prepare(train, valid, None, self.data_settings)
+
+        def build(rate: float | None) -> DocumentClassifier:
+            return type(self)(self.model_name, **{**self._options, **({} if rate is None else {"lr": rate})})
+
+        return tune_learning_rate(
+            build, data, rates, out=Path(out) if out is not None else None, resume=resume, log=log
+        )
 
     @property
     def classes_(self) -> list[Hashable]:
@@ -184,8 +263,13 @@ class DocumentClassifier:
     @property
     def limits(self) -> dict:
         s = self.data_settings
-        return {"max_sentences": s.max_sentences, "max_words": s.max_words, "max_tokens": s.max_tokens,
-                "max_batch_words": s.max_batch_words, "max_batch_pairs": s.max_batch_pairs}
+        return {
+            "max_sentences": s.max_sentences,
+            "max_words": s.max_words,
+            "max_tokens": s.max_tokens,
+            "max_batch_words": s.max_batch_words,
+            "max_batch_pairs": s.max_batch_pairs,
+        }
 
     # ------------------------------------------------------------------ inference
     def encode(self, texts, labels=None) -> EncodedCorpus:
@@ -194,12 +278,19 @@ class DocumentClassifier:
         return encode_corpus(corpus, self.vocab, self.labels if corpus.labels is not None else None)
 
     def predict_proba(self, texts, batch_size: int = 256) -> np.ndarray:
-        """(n_documents, n_classes) probabilities, columns in ``classes_`` order."""
+        """(n_documents, n_classes) probabilities, columns in ``classes_`` order.
+
+        No documents give a (0, n_classes) array. An empty or whitespace-only document is classified
+        like any other, from no words (the model's answer for a blank text), so each input keeps its row;
+        ``docattn predict`` reads files, whose readers drop empty records, and says how many it skipped.
+        """
         from docattn.training.inference import predict_logits, softmax
 
         if batch_size < 1:
             raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
-
+        self._check_fitted()
+        if _no_documents(texts):
+            return np.zeros((0, len(self.labels)), dtype=np.float32)
         enc = self.encode(texts)
         if hasattr(self.model, "predict_proba_encoded"):
             probs = self.model.predict_proba_encoded(enc)
@@ -207,11 +298,14 @@ class DocumentClassifier:
             probs = softmax(predict_logits(self.model, enc, batch_size, self.limits))
         if not np.isfinite(probs).all():  # argmax of NaN is class 0: a silent, wrong answer
             bad = int((~np.isfinite(probs).all(1)).sum())
-            raise DocattnError(f"the model gives NaN or infinite probabilities for {bad} of {len(probs)} document(s): "
-                               "its weights are not finite (saved from a diverged run?); train it again with a lower learning rate")
+            raise DocattnError(
+                f"the model gives NaN or infinite probabilities for {bad} of {len(probs)} document(s): "
+                "its weights are not finite (saved from a diverged run?); train it again with a lower learning rate"
+            )
         return probs
 
     def predict(self, texts, batch_size: int = 256) -> list[Hashable]:
+        """The most probable class of each document (an empty list for no documents; see ``predict_proba``)."""
         self._check_fitted()
         return self.labels.decode(self.predict_proba(texts, batch_size).argmax(1))
 
@@ -253,13 +347,21 @@ class DocumentClassifier:
         from docattn.training.run_folder import claim
 
         had_metrics = (path / METRICS).exists()
-        saved = save_run(path, self.model_name, self.model, self.vocab, self.labels, self.data_settings, self.train_config,
-                         self.results)
+        saved = save_run(
+            path,
+            self.model_name,
+            self.model,
+            self.vocab,
+            self.labels,
+            self.data_settings,
+            self.train_config,
+            self.results,
+        )
         claim(path, [CONFIG, "vocab.json", "model.safetensors"] + ([] if had_metrics else [METRICS]))
         return saved
 
     @classmethod
-    def load(cls, path, device: str = "cpu") -> "DocumentClassifier":
+    def load(cls, path, device: str = "cpu") -> DocumentClassifier:
         """A saved run on ``device`` ("cpu", "cuda", "cuda:1"; "gpu" means "cuda")."""
         import torch
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import torch
 
-from docattn.version import __version__
 from docattn.data.corpus import LabelMap
 from docattn.data.prepare import DataSettings
 from docattn.data.text import Vocabulary, write_json_atomic
 from docattn.errors import CheckpointError, DocattnError
 from docattn.training.config import TrainConfig
+from docattn.version import __version__
 
 CONFIG, VOCAB, WEIGHTS, METRICS = "config.json", "vocab.json", "model.safetensors", "metrics.csv"
 
@@ -54,8 +54,17 @@ def save_weights(model: torch.nn.Module, path: Path, model_name: str) -> None:
     atomic_write(path, save(state, metadata={"docattn_version": __version__, "model": model_name}))
 
 
-def save_run(run_dir, model_name: str, model, vocab: Vocabulary, labels: LabelMap, data: DataSettings,
-             training: TrainConfig, results: dict | None = None, weights: bool = True) -> Path:
+def save_run(
+    run_dir,
+    model_name: str,
+    model,
+    vocab: Vocabulary,
+    labels: LabelMap,
+    data: DataSettings,
+    training: TrainConfig,
+    results: dict | None = None,
+    weights: bool = True,
+) -> Path:
     """Write (or update) a run directory that ``load_run`` and every CLI command can use."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -132,7 +141,9 @@ def load_run(run_dir, device: str | torch.device = "cpu") -> Run:
         raise CheckpointError(f"{run_dir / CONFIG}: malformed ({err})") from None  # its checks refuse (lr "fast")
     vocab = Vocabulary.load(run_dir / VOCAB)
     if len(vocab) != config.get("vocab_size", len(vocab)):
-        raise CheckpointError(f"{run_dir}: vocabulary has {len(vocab)} words but config.json says {config['vocab_size']}")
+        raise CheckpointError(
+            f"{run_dir}: vocabulary has {len(vocab)} words but config.json says {config['vocab_size']}"
+        )
     try:
         model = create_model(name, vocab_size=len(vocab), num_classes=len(labels), **hparams)
     except (TypeError, ValueError, DocattnError) as err:  # hyper-parameters of the wrong type or range, another model's
@@ -143,33 +154,84 @@ def load_run(run_dir, device: str | torch.device = "cpu") -> Run:
     else:
         weights = run_dir / WEIGHTS
         if not weights.exists():
-            raise CheckpointError(f"{run_dir}: {WEIGHTS} missing (a run stopped before its first validation has "
-                                  "no weights yet: continue it with train --resume)")
+            raise CheckpointError(
+                f"{run_dir}: {WEIGHTS} missing (a run stopped before its first validation has "
+                "no weights yet: continue it with train --resume)"
+            )
         try:
             with safe_open(str(weights), "pt") as f:
                 saved_as = (f.metadata() or {}).get("model")  # None: written before the name was kept
                 if saved_as is not None and saved_as != name:
-                    raise CheckpointError(f"{weights}: weights of model {saved_as!r}, but {CONFIG} says {name!r}; "
-                                          "copy the weights and config.json of one run together")
-                state = {k: f.get_tensor(k) for k in f.keys()}
+                    raise CheckpointError(
+                        f"{weights}: weights of model {saved_as!r}, but {CONFIG} says {name!r}; "
+                        "copy the weights and config.json of one run together"
+                    )
+                state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118  (safe_open is not a mapping)
         except (SafetensorError, OSError) as err:
             raise CheckpointError(f"{weights}: unreadable or truncated weights ({err})") from None
         try:
             model.load_state_dict(state, strict=True)
         except RuntimeError as err:
             first = str(err).strip().splitlines()
-            raise CheckpointError(f"{weights}: weights do not match model {name!r} ({' '.join(first[:3])[:300]})") from None
+            raise CheckpointError(
+                f"{weights}: weights do not match model {name!r} ({' '.join(first[:3])[:300]})"
+            ) from None
         # load_state_dict casts integers into float parameters and copies NaN as it is: such a model
         # evaluates quietly as chance, so refuse it (a model's own integer buffers are compared, not refused)
         own_state = model.state_dict()
         for key, saved in state.items():
             own = own_state.get(key, saved)
             if saved.is_floating_point() != own.is_floating_point():
-                raise CheckpointError(f"{weights}: tensor {key!r} is {saved.dtype} where model {name!r} has {own.dtype}; "
-                                      "the file is damaged: retrain the model or restore the file from a copy")
+                raise CheckpointError(
+                    f"{weights}: tensor {key!r} is {saved.dtype} where model {name!r} has {own.dtype}; "
+                    "the file is damaged: retrain the model or restore the file from a copy"
+                )
             if saved.is_floating_point() and not bool(torch.isfinite(saved).all()):
-                raise CheckpointError(f"{weights}: tensor {key!r} holds NaN or infinite values; the file is damaged: "
-                                      "retrain the model or restore the file from a copy")
+                raise CheckpointError(
+                    f"{weights}: tensor {key!r} holds NaN or infinite values; the file is damaged: "
+                    "retrain the model or restore the file from a copy"
+                )
         model.to(device)
     model.eval()
     return Run(name, model, vocab, labels, data, training, config)
+
+
+# options that change where and how a run is shown or spread, never what it learns
+RUN_ONLY = frozenset(
+    {"accelerator", "devices", "num_nodes", "strategy", "loader_workers", "progress", "progress_lines"}
+)
+# options a resumed run may change besides: how long and how fast it goes on
+RESUME_FREE = RUN_ONLY | {"max_epochs", "max_time", "patience", "precision", "val_every_n_steps", "val_per_epoch"}
+
+
+def resume_options(run_dir, model: str | None, options: dict) -> tuple[str, dict]:
+    """The interrupted run's model and settings, with ``options`` on top; an option that would change the
+    model or its data (the checkpoint could not be loaded into it) is an error. ``model`` None: the run's."""
+    run_dir = Path(run_dir)
+    config = read_config(run_dir)
+    try:
+        saved_model = config["model"]
+        # from_json fills what older runs did not record
+        saved = settings_as_options(
+            DataSettings.from_json(config["data"]), TrainConfig.from_json(config["training"]), dict(config["hparams"])
+        )
+    except (KeyError, TypeError, AttributeError, ValueError, DocattnError) as err:
+        raise DocattnError(f"{run_dir / CONFIG}: cannot resume, malformed field {err}") from None
+    if model is not None and model != saved_model:
+        raise DocattnError(f"{run_dir} is a {saved_model!r} run: --resume cannot continue it as {model!r}")
+    changed = sorted(k for k, v in options.items() if k not in RESUME_FREE and k in saved and _differs(saved[k], v))
+    unknown = sorted(k for k in options if k not in saved and k not in RESUME_FREE)
+    if changed or unknown:
+        what = ", ".join(
+            [f"{k} (run: {saved[k]!r}, now: {options[k]!r})" for k in changed]
+            + [f"{k} (not set in the run)" for k in unknown]
+        )
+        raise DocattnError(
+            f"--resume continues {run_dir} with its own settings; these differ: {what}. "
+            "Start a new run (another --out) to change them"
+        )
+    return saved_model, {**saved, **options}
+
+
+def _differs(a, b) -> bool:
+    return (list(a) if isinstance(a, (list, tuple)) else a) != (list(b) if isinstance(b, (list, tuple)) else b)

@@ -1,0 +1,194 @@
+"""What ``train`` and ``data stats`` say about the data and the training, as plain sentences."""
+
+from __future__ import annotations
+
+
+def data_line(data) -> str:
+    """``data: 400 documents (train 252, valid 28, test 120), vocabulary 1,203 words, 2 classes (cache: ...)``."""
+    info = data.info
+    counts = info.get("documents") or {}
+    splits = ", ".join(f"{name} {n:,}" for name, n in counts.items())
+    return (
+        f"data: {sum(counts.values()):,} documents ({splits}), vocabulary {len(data.vocab):,} words, "
+        f"{len(data.labels)} classes (cache: {info.get('cache', 'off')})"
+    )
+
+
+def print_skipped(console, info: dict) -> None:
+    """Say what the readers dropped or re-decoded, so it is never silent."""
+    skipped = info.get("skipped") or {}
+    empty = sum(int(v.get("skipped_empty", 0)) for v in skipped.values())
+    decoded = sum(int(v.get("decode_errors", 0)) for v in skipped.values())
+    if empty:
+        console.print(f"skipped empty documents: {empty}")
+    if decoded:
+        console.print(
+            f"documents that were not UTF-8, read as Latin-1 (or with U+FFFD in place of the bytes that are "
+            f"not, where the reader was told to replace them): {decoded}"
+        )
+    cut = [v for v in skipped.values() if v.get("cut_documents")]
+    if cut:
+        console.print(
+            f"documents cut at the length limit: {sum(int(v['cut_documents']) for v in cut)} "
+            f"(first: {cut[0]['first_cut_document']}); set DOCATTN_MAX_DOCUMENT_CHARS to keep more of them"
+        )
+    spans = [v for v in skipped.values() if v.get("quoted_tab_breaks")]
+    if spans:
+        console.print(
+            f"TSV records whose quoted text holds a line break and a tab: "
+            f"{sum(int(v['quoted_tab_breaks']) for v in spans)} (first: {spans[0]['first_quoted_tab_break']}); "
+            "each was read as one field, as CSV quoting says. If a quote there was meant as a plain "
+            'character, the records up to its partner were merged: double it ("") or quote the field'
+        )
+    links = max((int(v.get("skipped_links", 0)) for v in skipped.values()), default=0)
+    if links:
+        console.print(
+            f"links in the archive not read: {links}, each pointing outside it or to a folder it sits in "
+            "(archive the files themselves, e.g. tar --dereference)"
+        )
+
+
+def note_unused_options(console, clf, options: dict) -> None:
+    """Options the model never reads are said, not dropped: truncation its layout does not have (words per
+    sentence for a flat model...), and the training engine's options for models fitted in one call (nb, logreg)."""
+    from docattn.models import get_spec
+
+    unused, reads = {
+        "hierarchical": (("max_tokens",), "sentences of words"),
+        "flat": (("max_sentences", "max_words"), "one sequence of tokens"),
+        "bag": (("max_sentences", "max_words", "max_tokens"), "bags of words"),
+    }[get_spec(clf.model_name).layout]
+    for key in unused:
+        if options.get(key):
+            console.print(
+                f"note: --{key.replace('_', '-')} has no effect on {clf.model_name!r}, which reads documents as {reads}"
+            )
+    if get_spec(clf.model_name).layout != "bag":
+        return
+    from docattn.models import create_model
+    from docattn.training.config import TrainConfig
+
+    model = create_model(clf.model_name, vocab_size=4, num_classes=2, **clf.hparams)  # a bag model is tiny to build
+    if hasattr(
+        model, "fit_encoded"
+    ):  # fitted in one call (scikit-learn, the fastText library), not by the training engine
+        engine = TrainConfig.field_names() - {"seed", "progress", "progress_lines"}
+        ignored = sorted(k for k in options if k in engine)
+        if ignored:
+            own = ", ".join(f"{k}={v}" for k, v in model.hparams().items()) or "none"
+            console.print(
+                f"note: {', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect on "
+                f"{clf.model_name!r}, which is fitted in one call, not by the training engine; its own options "
+                f"(--set KEY=VALUE): {own}"
+            )
+
+
+def print_training(console, clf, data) -> None:
+    """How training went: the recipe, truncation, vectors, why it stopped, the best validation and the test."""
+    results, config = clf.results, clf.train_config
+    _print_recipe(console, results)
+    truncated = results.get("truncated")
+    if truncated:
+        limits = ", ".join(f"{k} {v:,}" for k, v in truncated["limits"].items())
+        counts = ", ".join(f"{k} {truncated[k]:,}" for k in ("train", "valid", "test") if truncated.get(k))
+        console.print(
+            f"documents read only in part ({limits}): {counts}; --set max_sentences=0 (or the limit named) reads "
+            "them whole, at the cost of memory"
+        )
+    coverage = results.get("coverage")
+    if coverage:  # vectors from a file: how much of the vocabulary they cover (cased vectors, lowercased text...)
+        console.print(
+            f"embeddings: {coverage['words']:,} words of the vocabulary found in {config.embeddings} "
+            f"({coverage['vocab_share']:.1%} of it, {coverage['token_share']:.1%} of training tokens); "
+            "the rest start random"
+        )
+    _print_stop(console, results, config)
+    best = results.get("best", {})
+    if best:
+        speed = results.get("train_docs_per_s", 0)
+        console.print(
+            f"best validation: accuracy {best.get('val_acc', float('nan')):.4f}, "
+            f"epoch {human_epoch(best.get('epoch'))}; "
+            + (
+                f"training {speed:.0f} documents/s"
+                if speed
+                else f"no epoch left to train (the run had reached --epochs {config.max_epochs})"
+            )
+        )
+    elif "valid" in results:  # one-shot baselines (nb, logreg, fasttext-lib): no epochs to choose from
+        console.print(
+            f"validation: accuracy {results['valid']['accuracy']:.4f}; "
+            f"trained in {results.get('train_seconds', 0):.1f} s"
+        )
+    if "test" in data.splits and "test" not in results:
+        console.print(
+            "note: the test documents have no labels (all or some), so they were not evaluated; "
+            "docattn predict labels them"
+        )
+    if "test" in results:
+        t = results["test"]
+        console.print(f"test: accuracy {t['accuracy']:.4f}, macro-F1 {t['macro_f1']:.4f} ({t['documents']} documents)")
+    _print_guardrail(console, results)
+
+
+def human_epoch(epoch) -> str:
+    """Epochs as people count them, from 1 (runs record Lightning's 0-based epoch)."""
+    return "?" if epoch is None else str(int(epoch) + 1)
+
+
+def _print_stop(console, results: dict, config) -> None:
+    diverged = results.get("diverged_at")
+    if diverged:
+        console.print(
+            f"[bold red]training diverged[/]: loss {diverged['loss']} and NaN/infinite weights by step "
+            f"{diverged['step']} (epoch {human_epoch(diverged['epoch'])}); stopped there and kept the best "
+            f"weights from before it. A lower learning rate (now {config.lr:g}) should train further"
+        )
+    elif results.get("stopped_early"):
+        console.print(
+            f"stopped early, after {config.patience} validation(s) without improvement (--patience), "
+            f"keeping the best weights"
+        )
+    elif results.get("stopped_on_budget"):
+        console.print(f"stopped on the time budget (--max-time {config.max_time:g} s)")
+
+
+def _print_recipe(console, results: dict) -> None:
+    recipe = results.get("recipe") or {}
+    if recipe.get("recipe") != "auto":
+        return
+    weights = recipe.get("class_weights")
+    console.print(
+        f"recipe auto: up to {recipe['max_epochs']} epoch(s)"
+        + (
+            f", early stopping after {recipe['patience']} validations without improvement"
+            if recipe.get("patience")
+            else ""
+        )
+        + f", best by {recipe['monitor']}, word2vec {recipe['word2vec_epochs']} passes"
+        + (f", class weights {', '.join(f'{c} {w:g}' for c, w in weights.items())}" if weights else "")
+    )
+
+
+def _print_guardrail(console, results: dict) -> None:
+    """The model's validation scores beside the tf-idf baseline's, and a warning when it is behind."""
+    from docattn.training.trainer import GUARDRAIL_ADVICE, guardrail_verdict
+
+    verdict = guardrail_verdict(results)
+    if verdict is None:
+        return
+    m, b = verdict["model"], verdict["baseline"]
+    sample = (
+        f", on a sample of {results['baseline']['documents']:,} training documents"
+        if results["baseline"].get("sampled")
+        else ""
+    )
+    console.print(
+        f"validation: this model accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}; tf-idf logreg "
+        f"baseline accuracy {b['accuracy']:.4f}, macro-F1 {b['macro_f1']:.4f}{sample}"
+    )
+    if verdict["behind"]:
+        console.print(f"[bold yellow]warning[/]: {GUARDRAIL_ADVICE}")
+    test = results["baseline"].get("test")
+    if test and "test" in results:
+        console.print(f"test: baseline accuracy {test['accuracy']:.4f}, macro-F1 {test['macro_f1']:.4f}")

@@ -1,0 +1,317 @@
+"""``docattn train`` and ``docattn tune``: a run folder from data, and a learning-rate search over runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from docattn.cli.app import app, console
+from docattn.cli.options import SETS_HELP, Reader, check_out, model_name, option, parse_sets, reads_documents
+from docattn.cli.report import data_line, human_epoch, note_unused_options, print_skipped, print_training
+from docattn.data.sources import parse_value
+from docattn.data.sources import resolve_source as _resolve
+from docattn.errors import DocattnError
+
+_OWN = "the model's own"
+
+# each option's type, flag, help and default as a name, so a command's signature stays one line per option
+TrainData = Annotated[
+    str, typer.Option("--train", help="Training data: a file, folder, archive or registered data set name.")
+]
+Out = Annotated[
+    Path,
+    typer.Option("--out", help="Run directory to write (a folder that is not empty needs --resume or --overwrite)."),
+]
+Model = option("--model", "Model name, any case (docattn models lists them).", "han; with --resume, the run's")
+Valid = option("--valid", "Validation data.", "a stratified split of --train")
+Test = option("--test", "Test data.", "the source's own test split, if any")
+Epochs = option("--epochs", "Epochs to train.", "recipe auto: sized to the data; paper: the model's", int | None)
+BatchSize = option("--batch-size", "Documents per batch.", f"64, or {_OWN}", int | None)
+Lr = option("--lr", "Learning rate.", _OWN, float | None)
+Optimizer = option("--optimizer", "sgd, adam or adamw.", f"adam, or {_OWN}")
+Seed = option("--seed", "Random seed of weights, batch order and word2vec.", "0; with --resume, the run's", int | None)
+ValidFraction = option(
+    "--valid-fraction",
+    "Share of --train validated on when there is no --valid (stratified).",
+    f"0.1, or {_OWN}",
+    float | None,
+)
+TestFraction = option(
+    "--test-fraction",
+    "For data without a test split: test on this share of the training documents (stratified, seeded).",
+    "none",
+    float | None,
+)
+Recipe = option(
+    "--recipe",
+    "auto: epochs, early stopping, word2vec passes and class weights sized to the data; "
+    "paper: each model's registered settings.",
+    "auto",
+)
+MinCount = option("--min-count", "Words seen fewer times in training read as unknown.", f"5, or {_OWN}", int | None)
+MaxSentences = option(
+    "--max-sentences", "Sentences of a document hierarchical models read (0: all).", f"1,000, or {_OWN}", int | None
+)
+MaxWords = option(
+    "--max-words", "Words of a sentence hierarchical models read (0: all).", f"1,000, or {_OWN}", int | None
+)
+MaxTokens = option("--max-tokens", "Tokens of a document flat models read (0: all).", f"all, or {_OWN}", int | None)
+Embeddings = option(
+    "--embeddings",
+    "word2vec, random, or a vector file: GloVe .txt, word2vec/fastText .vec, word2vec .bin, each optionally .gz.",
+    "word2vec",
+)
+Accelerator = option("--accelerator", "auto, cpu or gpu.", "auto")
+Devices = option("--devices", "Devices per node: a count, auto, or a list such as [0,1].", "1")
+NumNodes = option("--num-nodes", "Machines of a multi-node (DDP) run.", "1", int | None)
+Strategy = option("--strategy", "Lightning strategy, e.g. ddp.", "auto")
+Precision = option("--precision", "e.g. bf16-mixed, 32-true.", "bf16-mixed on CUDA, 32-true elsewhere")
+ValEvery = option("--val-every", "Validate every N optimizer steps.", "each epoch", int | None)
+Patience = option(
+    "--patience",
+    "Stop after this many validations without improvement (0: never).",
+    "recipe auto without --epochs: 3 epochs' worth; else never",
+    int | None,
+)
+MaxTime = option("--max-time", "Training time budget in seconds.", "none", float | None)
+Resume = Annotated[
+    bool, typer.Option("--resume", help="Continue an interrupted run in --out from its last finished epoch.")
+]
+Overwrite = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite", help="Replace the run in --out: the files docattn wrote there are removed, no other file."
+    ),
+]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Do not cache the encoded corpus.")]
+Sets = Annotated[list[str], typer.Option("--set", help=SETS_HELP)]
+# the DocumentClassifier options train takes by name, and what each is called there
+_AS_OPTION = {
+    "epochs": "max_epochs",
+    "batch_size": "batch_size",
+    "lr": "lr",
+    "optimizer": "optimizer",
+    "seed": "seed",
+    "valid_fraction": "valid_fraction",
+    "test_fraction": "test_fraction",
+    "recipe": "recipe",
+    "min_count": "min_count",
+    "max_sentences": "max_sentences",
+    "max_words": "max_words",
+    "max_tokens": "max_tokens",
+    "embeddings": "embeddings",
+    "accelerator": "accelerator",
+    "devices": "devices",
+    "num_nodes": "num_nodes",
+    "strategy": "strategy",
+    "precision": "precision",
+    "val_every": "val_every_n_steps",
+    "patience": "patience",
+    "max_time": "max_time",
+}
+
+
+@app.command()
+@reads_documents(split=False)
+def train(
+    train: TrainData,
+    out: Out,
+    model: Model = None,
+    valid: Valid = None,
+    test: Test = None,
+    epochs: Epochs = None,
+    batch_size: BatchSize = None,
+    lr: Lr = None,
+    optimizer: Optimizer = None,
+    seed: Seed = None,
+    valid_fraction: ValidFraction = None,
+    test_fraction: TestFraction = None,
+    recipe: Recipe = None,
+    min_count: MinCount = None,
+    max_sentences: MaxSentences = None,
+    max_words: MaxWords = None,
+    max_tokens: MaxTokens = None,
+    embeddings: Embeddings = None,
+    accelerator: Accelerator = None,
+    devices: Devices = None,
+    num_nodes: NumNodes = None,
+    strategy: Strategy = None,
+    precision: Precision = None,
+    val_every: ValEvery = None,
+    patience: Patience = None,
+    max_time: MaxTime = None,
+    resume: Resume = False,
+    overwrite: Overwrite = False,
+    no_cache: NoCache = False,
+    sets: Sets = [],  # noqa: B006  (Typer reads the default; it is never mutated)
+    reader: Reader = Reader(),
+):
+    """Train a model and write its run directory (config, vocabulary, best weights, metrics)."""
+    from docattn.classifier import DocumentClassifier
+    from docattn.training.run import resume_options
+    from docattn.training.run_folder import check_out as check_run_folder
+
+    options = {_AS_OPTION[k]: v for k, v in locals().items() if k in _AS_OPTION and v is not None}
+    if devices:
+        options["devices"] = parse_value(devices)
+    options.update(parse_sets(sets))
+    log = console()
+    # DDP's other processes run this command again once rank 0 has started training into --out: only
+    # rank 0 checks, locks and replaces the folder
+    primary = all(os.environ.get(k, "0") == "0" for k in ("RANK", "LOCAL_RANK", "NODE_RANK"))
+    if primary:
+        check_run_folder(out, resume=resume, overwrite=overwrite)  # before anything is read or written
+    model = model_name(model) if model is not None else None
+    resuming = resume and (out / "config.json").exists()
+    if resuming:
+        model, options = resume_options(out, model, options)
+    elif resume:  # a job script may always pass --resume; a mistyped --out must not pass unnoticed
+        log.print(f"note: {out} holds no run to resume (no config.json): starting a new run there")
+    clf = DocumentClassifier(model or "han", **options)
+    note_unused_options(log, clf, options)
+    sources = (train, valid, test, reader, no_cache, resume)
+    if not primary:
+        return _train_into(log, clf, out, *sources)
+    if resuming:
+        _say_resume_point(log, out, clf)
+    _train_locked(log, clf, out, sources, overwrite and not resume)
+
+
+def _train_locked(log, clf, out: Path, sources: tuple, overwrite: bool) -> None:
+    """Train under the run folder's lock: a second training into it is refused while this one lives."""
+    from docattn.training.run_folder import RUN_FILES, RunLock, claim, clear, others
+
+    with RunLock(out):
+        if overwrite:
+            removed = clear(out)
+            if removed:
+                log.print(
+                    f"--overwrite: removed {len(removed)} file(s) docattn wrote in {out} ({', '.join(removed[:4])}"
+                    + (", ..." if len(removed) > 4 else "")
+                    + ")"
+                )
+        foreign = set(others(out))
+        claim(out, [n for n in RUN_FILES if n not in foreign])
+        _train_into(log, clf, out, *sources)
+
+
+def _say_resume_point(log, out: Path, clf) -> None:
+    """--resume on a run with nothing to resume from is an error, never a silent new start; else say where it
+    goes on."""
+    from docattn.models import get_spec
+    from docattn.training.engine import trained_epochs
+    from docattn.training.run import resume_checkpoint
+
+    if get_spec(clf.model_name).layout == "bag":
+        return
+    checkpoint = resume_checkpoint(out)
+    if not checkpoint.exists():
+        raise DocattnError(
+            f"--resume: {out} has no checkpoint to continue from ({checkpoint} is missing: the "
+            "run stopped before its first epoch ended); train it again with --overwrite"
+        )
+    done = trained_epochs(checkpoint)
+    log.print(f"resumed from epoch {done}, the last one finished: training goes on with epoch {done + 1}")
+
+
+def _train_into(log, clf, out: Path, train: str, valid, test, reader: Reader, no_cache: bool, resume: bool) -> None:
+    """Prepare the data, train ``clf`` into ``out`` and report."""
+    from docattn.data.prepare import prepare_paths
+
+    data = prepare_paths(
+        _resolve(train),
+        valid and _resolve(valid),
+        test and _resolve(test),
+        clf.data_settings,
+        reader.options,
+        use_cache=not no_cache,
+    )
+    log.print(data_line(data))
+    print_skipped(log, data.info)
+    if data.info.get("cache_error"):
+        log.print(
+            f"note: the encoded corpus is not cached ({data.info['cache_error']}; $DOCATTN_CACHE picks another folder)"
+        )
+    clf.fit_prepared(data, run_dir=out, resume=resume)
+    if not clf.results.get("is_global_zero", True):
+        return
+    print_training(log, clf, data)
+    log.print(f"run directory: {out}")
+
+
+@app.command()
+@reads_documents(split=False)
+def tune(
+    train: TrainData,
+    out: Annotated[Path, typer.Option("--out", help="Folder for one run per trial (lr=RATE) and tune.json.")],
+    model: Annotated[str, typer.Option("--model", help="Model name, any case (trained by gradient descent).")] = "han",
+    lr: option(
+        "--lr",
+        "Comma-separated learning rates to try.",
+        "the HAN paper's 0.5,0.1,0.05,0.01 under SGD; the model's rate x 1/4, 1/2, 1, 2 under Adam",
+    ) = None,
+    valid: Valid = None,
+    epochs: Epochs = None,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed of every trial.")] = 0,
+    sets: Sets = [],  # noqa: B006  (Typer reads the default; it is never mutated)
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Go on with an interrupted search: keep the trials tune.json "
+            "records and continue the interrupted one from its last finished epoch.",
+        ),
+    ] = False,
+    reader: Reader = Reader(),
+):
+    """Learning-rate grid search on the validation split (as the HAN paper does); reports each trial."""
+    from rich.console import Console
+
+    from docattn.classifier import DocumentClassifier
+    from docattn.data.prepare import prepare_paths
+    from docattn.training.tune import check_rates, check_tunable, tune_learning_rate
+
+    log = Console()
+    check_out(out)
+    try:
+        rates = [float(x) for x in (lr or "").split(",") if x.strip()]
+    except ValueError:
+        raise DocattnError(f"--lr expects comma-separated numbers, got {lr!r}") from None
+    if (lr is not None and not rates) or any(not 0 < r < float("inf") for r in rates):  # nan fails both
+        raise DocattnError(f"--lr needs at least one learning rate, each a number above 0, got {lr!r}")
+    if rates and len({f"{r:g}" for r in rates}) < len(rates):
+        raise DocattnError(f"--lr lists a learning rate more than once (as its run folder names it): {lr}")
+    model = model_name(model)
+    check_tunable(model)
+    options = {"seed": seed, **({"max_epochs": epochs} if epochs else {}), **parse_sets(sets)}
+
+    def build(rate: float | None):
+        return DocumentClassifier(model, **{**options, **({} if rate is None else {"lr": rate})})
+
+    base = build(None)
+    rates = check_rates(rates or base.train_config.lr_grid())  # the grid that suits the optimizer that will run
+    log.print(f"{model}, {base.train_config.optimizer}: learning rates {', '.join(f'{r:g}' for r in rates)}")
+    data = prepare_paths(_resolve(train), valid and _resolve(valid), None, base.data_settings, reader.options)
+    result = tune_learning_rate(build, data, rates, out=out, resume=resume, log=log.print)
+    _print_trials(log, result)
+
+
+def _print_trials(log, result) -> None:
+    from rich.table import Table
+
+    table = Table("lr", "val_acc", "val_macro_f1", "best epoch")
+    for t in result.trials:
+        if t.get("diverged"):
+            table.add_row(f"{t['lr']:g}", "-", "-", "diverged")
+            continue
+        table.add_row(
+            f"{t['lr']:g}",
+            f"{t.get('val_acc', float('nan')):.4f}",
+            f"{t.get('val_macro_f1', float('nan')):.4f}",
+            human_epoch(t.get("epoch")),
+        )
+    log.print(table)
+    log.print(f"best lr: {result.best_lr:g} (run {result.best['run']})")
