@@ -400,6 +400,45 @@ def _threads_per_job(jobs: int) -> int:
     return max(1, (os.cpu_count() or 1) // jobs)
 
 
+def _run_in_workers(models, data, trials_of, jobs: int, options_for, run_dir, finish, done, log) -> None:
+    """``run_benchmark``'s trials, ``jobs`` at a time in spawned worker processes; rows in the order asked for."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if callable(data):  # encode each model's data once here, so workers only reload the cache
+        from docattn.classifier import DocumentClassifier
+
+        for model in models:
+            for fold in sorted({f for _, f in trials_of}, key=lambda f: -1 if f is None else f):
+                data(DocumentClassifier(model, **options_for(model, fold)).data_settings)
+    pool = ProcessPoolExecutor(
+        jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_worker_start,
+        initargs=(_threads_per_job(jobs),),
+    )
+    with pool:
+        log(f"{len(models) * len(trials_of)} trials, {jobs} at a time, {_threads_per_job(jobs)} thread(s) each")
+        futures = {
+            (m, seed, fold): pool.submit(
+                _run_in_worker, m, data, seed, options_for(m, fold), run_dir(m, seed, fold), fold
+            )
+            for m in models
+            for seed, fold in trials_of
+        }
+        try:
+            for model in models:  # rows in the order asked for, each written once its trials are done
+                finish(model, [done(model, futures[(model, seed, fold)].result()) for seed, fold in trials_of])
+        except BaseException as err:
+            for f in futures.values():
+                f.cancel()
+            if isinstance(err, KeyboardInterrupt):  # Ctrl-C reaches this process while it waits on the workers
+                import signal
+
+                raise Interrupted(f"benchmark stopped by SIGINT. {KEPT}", int(signal.SIGINT)) from None
+            raise
+
+
 def run_benchmark(
     models: list[str],
     data: PreparedData | Callable[[DataSettings], PreparedData],
@@ -464,40 +503,6 @@ def run_benchmark(
                 )
             finish(model, trials)
     else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        if callable(data):  # encode each model's data once here, so workers only reload the cache
-            from docattn.classifier import DocumentClassifier
-
-            for model in models:
-                for fold in sorted({f for _, f in trials_of}, key=lambda f: -1 if f is None else f):
-                    data(DocumentClassifier(model, **options_for(model, fold)).data_settings)
-        pool = ProcessPoolExecutor(
-            jobs,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_worker_start,
-            initargs=(_threads_per_job(jobs),),
-        )
-        with pool:
-            log(f"{len(models) * len(trials_of)} trials, {jobs} at a time, {_threads_per_job(jobs)} thread(s) each")
-            futures = {
-                (m, seed, fold): pool.submit(
-                    _run_in_worker, m, data, seed, options_for(m, fold), run_dir(m, seed, fold), fold
-                )
-                for m in models
-                for seed, fold in trials_of
-            }
-            try:
-                for model in models:  # rows in the order asked for, each written once its trials are done
-                    finish(model, [done(model, futures[(model, seed, fold)].result()) for seed, fold in trials_of])
-            except BaseException as err:
-                for f in futures.values():
-                    f.cancel()
-                if isinstance(err, KeyboardInterrupt):  # Ctrl-C reaches this process while it waits on the workers
-                    import signal
-
-                    raise Interrupted(f"benchmark stopped by SIGINT. {KEPT}", int(signal.SIGINT)) from None
-                raise
+        _run_in_workers(models, data, trials_of, jobs, options_for, run_dir, finish, done, log)
     plot_curves(rows, out / "curves.png", title)
     return rows

@@ -262,6 +262,19 @@ def gradient_scores(
     return out
 
 
+def _check_options(methods: Sequence[str], percents: Sequence[float], ig_steps: int) -> None:
+    from docattn.errors import ConfigError
+
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise ConfigError(f"unknown ranking methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
+    if ig_steps < 1:
+        raise ConfigError(f"ig_steps must be at least 1; got {ig_steps}")
+    bad = [k for k in percents if not 0 < k <= 100]
+    if bad or not percents:
+        raise ConfigError(f"percents must be shares of a document's words in (0, 100]; got {list(percents)}")
+
+
 def faithfulness(
     clf,
     corpus,
@@ -279,17 +292,10 @@ def faithfulness(
     with ``"available": False`` and the reason.
     """
     from docattn.data.corpus import Corpus, to_corpus
-    from docattn.errors import ConfigError, DataError
+    from docattn.errors import DataError
     from docattn.explain.collect import unlabelled
 
-    unknown = set(methods) - set(METHODS)
-    if unknown:
-        raise ConfigError(f"unknown ranking methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
-    if ig_steps < 1:
-        raise ConfigError(f"ig_steps must be at least 1; got {ig_steps}")
-    bad = [k for k in percents if not 0 < k <= 100]
-    if bad or not percents:
-        raise ConfigError(f"percents must be shares of a document's words in (0, 100]; got {list(percents)}")
+    _check_options(methods, percents, ig_steps)
     corpus = corpus if isinstance(corpus, Corpus) else to_corpus(corpus)
     if n:
         corpus = corpus.subset(range(min(n, len(corpus))))
