@@ -590,7 +590,7 @@ def test_progress_lines_without_a_terminal(data, capsys):
     lines = [
         line for line in capsys.readouterr().err.splitlines() if "val_acc" in line
     ]  # pytest's stderr is no terminal
-    assert len(lines) == 2 and lines[0].strip().startswith("epoch 0") and "docs/s" in lines[0]
+    assert len(lines) == 2 and lines[0].strip().startswith("epoch 1 ") and "docs/s" in lines[0]
     opts["progress"] = False
     DocumentClassifier("han", max_epochs=1, embeddings="random", **opts).fit_prepared(data)
     assert "val_acc" not in capsys.readouterr().err  # progress off: silent

@@ -318,7 +318,7 @@ class MetricsLog(Callback):
         self.rows.append(row)
         if self.echo and trainer.is_global_zero:
             print(
-                f"  epoch {row['epoch']} step {row['step']}: val_acc {row['val_acc']:.4f} "
+                f"  epoch {row['epoch'] + 1} step {row['step']}: val_acc {row['val_acc']:.4f} "
                 f"val_loss {row['val_loss']:.4f} train_loss {row['train_loss']:.4f}, "
                 f"{row['train_docs_per_s']:.0f} docs/s, {row['elapsed_s']:.0f} s",
                 file=sys.stderr,

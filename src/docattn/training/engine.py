@@ -489,10 +489,20 @@ def _fit_callbacks(cfg: TrainConfig, run_dir: Path | None, on_best, bar: bool, r
     if run_dir is not None:
         callbacks.append(ResumePoint(resume_checkpoint(run_dir), guard))
     if bar:
-        from lightning.pytorch.callbacks import RichProgressBar
-
-        callbacks.append(RichProgressBar(leave=True))
+        callbacks.append(_progress_bar())
     return _FitCallbacks(best, log, guard, early, callbacks)
+
+
+def _progress_bar():
+    """Lightning's Rich bar, with epochs counted from 1 as every other line docattn prints ("Epoch 1/3")."""
+    from lightning.pytorch.callbacks import RichProgressBar
+
+    class Bar(RichProgressBar):
+        def _get_train_description(self, current_epoch: int) -> str:
+            text = f"Epoch {current_epoch + 1}" + (f"/{self.trainer.max_epochs}" if self.trainer.max_epochs else "")
+            return f"{text:{len(self.validation_description)}}"
+
+    return Bar(leave=True)
 
 
 def _validation_interval(cfg: TrainConfig, n_documents: int) -> int | None:
