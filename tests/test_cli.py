@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -585,3 +586,54 @@ def test_benchmark_tables_are_titled_by_what_they_show():
     )
     assert _title("all.jsonl", ["nb"], 1, 5, None, None) == "nb on all.jsonl: 5-fold cross-validation, 1 seed each"
     assert "tested on a held-out 20%" in _title("all.jsonl", ["nb"], 1, None, None, 0.2)
+
+
+def test_train_writes_a_model_card_it_owns(trained_run):
+    run = trained_run / "run"
+    card = (run / "README.md").read_text(encoding="utf-8")
+    assert card.startswith("# ") and "han" in card and "validation" in card.lower()
+    assert "README.md" in json.loads((run / ".docattn-files.json").read_text())
+
+
+def test_a_readme_of_the_users_own_is_never_replaced_by_the_card(trained_run, tmp_path):
+    """The card is a run file like config.json: a README.md docattn did not write is refused before any write."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "README.md").write_text("my notes\n")
+    env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
+    res = run_cli(
+        "train", "--train", str(trained_run / "train.jsonl"), "--out", str(out), "--overwrite", *TINY, env=env
+    )
+    assert res.returncode == 2 and "README.md is not docattn's" in res.stderr, res.stderr
+    assert (out / "README.md").read_text() == "my notes\n" and sorted(p.name for p in out.iterdir()) == ["README.md"]
+
+
+def test_export_writes_what_the_onnx_predictor_reads(trained_run, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from docattn.classifier import DocumentClassifier
+    from docattn.onnx import OnnxPredictor
+
+    res = run_cli("export", str(trained_run / "run"), "--out", str(tmp_path / "onnx"))
+    assert res.returncode == 0, res.stderr
+    texts = [json.loads(line)["text"] for line in (trained_run / "test.jsonl").read_text().splitlines()[:20]]
+    expected = DocumentClassifier.load(trained_run / "run").predict_proba(texts)
+    assert np.abs(OnnxPredictor(tmp_path / "onnx").predict_proba(texts) - expected).max() < 1e-5
+    res = run_cli("export", str(trained_run / "run"), "--format", "torchscript", "--out", str(tmp_path / "x"))
+    assert res.returncode == 2 and "onnx is the only export format" in res.stderr and not (tmp_path / "x").exists()
+
+
+def test_serve_hands_its_options_to_the_server(trained_run, monkeypatch):
+    import docattn.serve
+
+    seen = {}
+    monkeypatch.setattr(docattn.serve, "serve", lambda runs, **options: seen.update(runs=runs, **options))
+    res = CliRunner().invoke(app, ["serve", str(trained_run / "run"), "--port", "8123", "--api-key", "k"])
+    assert res.exit_code == 0, res.output
+    assert seen == {
+        "runs": [trained_run / "run"],
+        "host": "127.0.0.1",
+        "port": 8123,
+        "workers": 1,
+        "api_key": "k",
+        "micro_batch_ms": 5.0,
+    }

@@ -182,6 +182,7 @@ def train(
 
 def _train_locked(log, clf, out: Path, sources: tuple, overwrite: bool) -> None:
     """Train under the run folder's lock: a second training into it is refused while this one lives."""
+    from docattn.card import CARD_FILE, write_card
     from docattn.training.run_folder import RUN_FILES, RunLock, claim, clear, others
 
     with RunLock(out):
@@ -196,6 +197,9 @@ def _train_locked(log, clf, out: Path, sources: tuple, overwrite: bool) -> None:
         foreign = set(others(out))
         claim(out, [n for n in RUN_FILES if n not in foreign])
         _train_into(log, clf, out, *sources)
+        if CARD_FILE not in foreign:  # a README.md of the user's own stays as it is
+            write_card(out)
+            log.print(f"model card: {out / CARD_FILE}")
 
 
 def _say_resume_point(log, out: Path, clf) -> None:
