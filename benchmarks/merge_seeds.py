@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from docattn.benchmark import markdown_table, plot_curves, summarize
-from docattn.data.text import write_json_atomic
+from docattn.data.files import write_json
 
 
 def merge(out: Path, folders: list[Path]) -> list[dict]:
@@ -31,11 +31,11 @@ def merge(out: Path, folders: list[Path]) -> list[dict]:
     merged = [summarize(model, rows) for model, rows in trials.items()]
     first = (folders[0] / "results.md").read_text().splitlines()[0]
     title = first[4:] if first.startswith("### ") else out.name
-    write_json_atomic(out / "results.json", merged)
+    write_json(out / "results.json", merged)
     (out / "results.md").write_text(markdown_table(merged, title), encoding="utf-8")
     plot_curves(merged, out / "curves.png", title)
     runs = [json.loads((f / "run.json").read_text()) for f in folders if (f / "run.json").exists()]
-    write_json_atomic(
+    write_json(
         out / "run.json",
         {"merged_from": [str(f) for f in folders], "commands": [r["command"] for r in runs], "runs": runs},
     )

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from docattn.data.files import write_json
 from docattn.data.prepare import DataSettings, PreparedData
-from docattn.data.text import write_json_atomic
 from docattn.errors import Diverged, Interrupted
 
 
@@ -477,9 +477,9 @@ def run_benchmark(
 
     def finish(model: str, trials: list[dict]) -> None:
         rows.append(summarize(model, trials))
-        write_json_atomic(out / "results.json", rows)
+        write_json(out / "results.json", rows)
         (out / "results.md").write_text(markdown_table(rows, title), encoding="utf-8")
-        write_json_atomic(
+        write_json(
             out / "run.json",
             {**about, "wall_seconds": time.perf_counter() - started, "finished_models": [r["model"] for r in rows]},
         )

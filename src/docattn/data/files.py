@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,3 +42,8 @@ def atomic_write(path: str | Path, payload: bytes | str) -> Path:
         else:
             tmp.write_bytes(payload)
     return path
+
+
+def write_json(path: str | Path, data) -> None:
+    """Write JSON so that a crash leaves either the old file or the new one, never half of one."""
+    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1))

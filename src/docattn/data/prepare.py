@@ -15,8 +15,9 @@ from pathlib import Path
 
 from docattn.data.corpus import Corpus, LabelMap
 from docattn.data.encoding import EncodedCorpus, cache_key, cached, encode_corpus, fingerprint_path
+from docattn.data.files import write_json
 from docattn.data.splits import stratified_split
-from docattn.data.text import TextConfig, Vocabulary, documents_to_strings, write_json_atomic
+from docattn.data.text import TextConfig, Vocabulary, documents_to_strings
 from docattn.errors import ConfigError, DataError, DocattnError, checked_fields
 
 CACHE_VERSION = 6  # 2: text that is not UTF-8 is read as Latin-1 (folders) or refused (line files), no U+FFFD
@@ -189,8 +190,8 @@ def prepare_paths(
         prepared = prepare(corpora["train"], corpora.get("valid"), corpora.get("test"), settings)
         prepared.info["skipped"] = {k: c.stats for k, c in corpora.items() if c.stats}
         prepared.vocab.save(folder / "vocab.json")
-        write_json_atomic(folder / "labels.json", prepared.labels.to_json())
-        write_json_atomic(folder / "info.json", prepared.info)
+        write_json(folder / "labels.json", prepared.labels.to_json())
+        write_json(folder / "info.json", prepared.info)
         for name, enc in prepared.splits.items():
             enc.save(folder / name)
 

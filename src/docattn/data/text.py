@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from docattn.data.files import write_json
 from docattn.errors import CheckpointError, ConfigError, checked_fields
 
 PAD, UNK, SEP = 0, 1, 2
@@ -226,7 +227,7 @@ class Vocabulary:
             raise CheckpointError(f"vocabulary JSON is missing or has a malformed field: {err}") from None
 
     def save(self, path: str | Path) -> None:
-        write_json_atomic(path, self.to_json())
+        write_json(path, self.to_json())
 
     @classmethod
     def load(cls, path: str | Path) -> Vocabulary:
@@ -256,10 +257,3 @@ def _batched(items: Iterable[str], size: int = 1000) -> Iterator[list[str]]:
             batch = []
     if batch:
         yield batch
-
-
-def write_json_atomic(path: str | Path, data) -> None:
-    """Write JSON so that a crash leaves either the old file or the new one, never half of one."""
-    from docattn.data.files import atomic_write
-
-    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1))

@@ -9,8 +9,9 @@ from pathlib import Path
 import torch
 
 from docattn.data.corpus import LabelMap
+from docattn.data.files import write_json
 from docattn.data.prepare import DataSettings
-from docattn.data.text import Vocabulary, write_json_atomic
+from docattn.data.text import Vocabulary
 from docattn.errors import CheckpointError, DocattnError
 from docattn.training.config import TrainConfig
 from docattn.version import __version__
@@ -81,7 +82,7 @@ def save_run(
         "training": training.to_json(),
         "results": results or {},
     }
-    write_json_atomic(run_dir / CONFIG, config)
+    write_json(run_dir / CONFIG, config)
     history = config["results"].get("history")
     if history and not (run_dir / METRICS).exists():  # trained without a run directory, saved afterwards
         _write_metrics(run_dir / METRICS, history)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from docattn.data.files import write_json
 from docattn.data.prepare import PreparedData
-from docattn.data.text import write_json_atomic
 from docattn.errors import ConfigError, Diverged, DocattnError, Interrupted
 from docattn.training.config import TrainConfig
 from docattn.training.run import RUN_ONLY
@@ -155,7 +155,7 @@ class _Record:
         self.out.mkdir(parents=True, exist_ok=True)
         listed = {f"{t['lr']:g}" for t in self.trials}  # kept trials not reached yet stay recorded too
         trials = self.trials + [t for rate, t in self.kept.items() if rate not in listed]
-        write_json_atomic(self.out / TUNE_FILE, {**self.search, "trials": trials, **extra})
+        write_json(self.out / TUNE_FILE, {**self.search, "trials": trials, **extra})
 
 
 def _unfinished(run_dir: Path, clf: Trial, data: PreparedData) -> bool:
