@@ -336,7 +336,7 @@ class TfidfBaseline(BagModel):
         """Write the fitted arrays to ``run_dir/model.safetensors`` (temp file + rename)."""
         from safetensors.numpy import save
 
-        from docattn import __version__
+        from docattn.version import __version__
 
         self._check_fitted()
         from docattn.data.files import atomic_write
