@@ -19,7 +19,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from docattn.data.encoding import EncodedCorpus, ragged_ranges
+from docattn.data.arrays import flat_arrays, hierarchical_arrays, read_sizes, word_cap
+from docattn.data.encoding import EncodedCorpus
 
 
 @dataclass
@@ -65,48 +66,6 @@ class FlatBatch:
         return self.tokens.shape[0]
 
 
-def _pad_rows(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, max_len) ids and mask of token spans ``tokens[start:start+length]``."""
-    width = max(int(lengths.max()) if len(lengths) else 1, 1)
-    cols = np.arange(width)
-    mask = cols[None, :] < lengths[:, None]
-    pos = np.where(mask, starts[:, None] + cols[None, :], 0)
-    return np.where(mask, tokens[pos], 0), mask
-
-
-def _word_cap(max_words: int | None, max_batch_words: int | None, max_batch_pairs: int | None) -> int | None:
-    """The most words of one sentence (or flat document) that are read: no sequence may pass a budget alone."""
-    caps = [x for x in (max_words, max_batch_words, max_batch_pairs and math.isqrt(max_batch_pairs)) if x]
-    return min(caps) if caps else None
-
-
-def read_sizes(corpus: EncodedCorpus, limits: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per document: the sentences it is read to, its longest sentence read, and its cost (n, 2): the words read
-    and the word pairs a self-attention over them compares (each sentence's words, then the document's
-    sentences). A document past ``max_batch_words`` or ``max_batch_pairs`` keeps the first sentences that fit."""
-    cap = _word_cap(limits.get("max_words"), limits.get("max_batch_words"), limits.get("max_batch_pairs"))
-    lengths = corpus.sentence_lengths if cap is None else np.minimum(corpus.sentence_lengths, cap)
-    sent_doc = np.repeat(np.arange(len(corpus)), corpus.sentence_counts)
-    rank = np.arange(len(sent_doc)) - corpus.document_offsets[sent_doc]
-    keep = rank < limits["max_sentences"] if limits.get("max_sentences") else np.ones(len(sent_doc), dtype=bool)
-    for budget, cost in (
-        (limits.get("max_batch_words"), lengths),
-        (limits.get("max_batch_pairs"), lengths**2 + 2 * rank + 1),
-    ):
-        if budget:  # cost + 2 rank + 1: the sentence-level pairs grow from rank^2 to (rank + 1)^2
-            kept = np.where(keep, cost, 0)
-            before = np.cumsum(kept) - kept  # cost of the corpus before each sentence
-            within = before - before[corpus.document_offsets[:-1]][sent_doc] + kept  # ... of its document, with it
-            keep &= (within <= budget) | (rank == 0)
-    n_sent = np.bincount(sent_doc, weights=keep, minlength=len(corpus)).astype(np.int64)
-    width = np.zeros(len(corpus), dtype=np.int64)
-    np.maximum.at(width, sent_doc[keep], lengths[keep])
-    read = np.where(keep, lengths, 0)
-    words = np.bincount(sent_doc, weights=read, minlength=len(corpus))
-    pairs = np.bincount(sent_doc, weights=read.astype(np.float64) ** 2, minlength=len(corpus)) + n_sent**2
-    return n_sent, width, np.stack([words, pairs], axis=1).astype(np.int64)
-
-
 def hierarchical_batch(
     corpus: EncodedCorpus,
     documents: Sequence[int],
@@ -123,26 +82,11 @@ def hierarchical_batch(
         "max_batch_words": max_batch_words,
         "max_batch_pairs": max_batch_pairs,
     }
-    n_sent = corpus.sentence_counts[docs]
-    if max_sentences:
-        n_sent = np.minimum(n_sent, max_sentences)
-    if max_batch_words or max_batch_pairs:  # a document past a budget is read up to it
-        n_sent = np.minimum(n_sent, read_sizes(corpus.subset(docs), limits)[0])
-    rows = ragged_ranges(corpus.document_offsets[docs], n_sent)  # sentence ids, document order
-    lengths = corpus.sentence_lengths[rows]
-    if cap := _word_cap(max_words, max_batch_words, max_batch_pairs):
-        lengths = np.minimum(lengths, cap)
-    words, word_mask = _pad_rows(corpus.tokens, corpus.sentence_offsets[rows], lengths)
-    first_row = np.cumsum(n_sent) - n_sent
-    cols = np.arange(int(n_sent.max()))
-    sentence_mask = cols[None, :] < n_sent[:, None]
-    sentence_index = np.where(sentence_mask, first_row[:, None] + cols[None, :], 0)
+    arrays = {name: torch.from_numpy(a) for name, a in hierarchical_arrays(corpus, docs, limits).items()}
+    n_sent = arrays["sentence_mask"].sum(1)
     return HierarchicalBatch(
-        words=torch.from_numpy(words.astype(np.int64)),
-        word_mask=torch.from_numpy(word_mask),
-        sentence_index=torch.from_numpy(sentence_index),
-        sentence_mask=torch.from_numpy(sentence_mask),
-        sentence_doc=torch.from_numpy(np.repeat(np.arange(len(docs)), n_sent)),
+        **arrays,
+        sentence_doc=torch.repeat_interleave(torch.arange(len(docs)), n_sent),
         labels=torch.from_numpy(np.asarray(corpus.labels[docs], dtype=np.int64)),
         documents=torch.from_numpy(docs),
     )
@@ -157,14 +101,11 @@ def flat_batch(
 ) -> FlatBatch:
     """Gather documents as single token sequences, keeping the first ``max_tokens`` words."""
     docs = np.asarray(documents, dtype=np.int64)
-    starts = corpus.sentence_offsets[corpus.document_offsets[docs]]
-    lengths = corpus.sentence_offsets[corpus.document_offsets[docs + 1]] - starts
-    if cap := _word_cap(max_tokens, max_batch_words, max_batch_pairs):
-        lengths = np.minimum(lengths, cap)
-    tokens, mask = _pad_rows(corpus.tokens, starts, lengths)
+    limits = {"max_tokens": max_tokens, "max_batch_words": max_batch_words, "max_batch_pairs": max_batch_pairs}
+    arrays = flat_arrays(corpus, docs, limits)
     return FlatBatch(
-        tokens=torch.from_numpy(tokens.astype(np.int64)),
-        mask=torch.from_numpy(mask),
+        tokens=torch.from_numpy(arrays["tokens"]),
+        mask=torch.from_numpy(arrays["mask"]),
         labels=torch.from_numpy(np.asarray(corpus.labels[docs], dtype=np.int64)),
         documents=torch.from_numpy(docs),
     )
@@ -263,7 +204,7 @@ def _read(corpus: EncodedCorpus, layout: str, limits: dict) -> tuple[np.ndarray,
         n_sent, width, costs = read_sizes(corpus, limits)
         return np.stack([n_sent, width], axis=1), costs
     counts = corpus.token_counts
-    if cap := _word_cap(limits.get("max_tokens"), limits.get("max_batch_words"), limits.get("max_batch_pairs")):
+    if cap := word_cap(limits.get("max_tokens"), limits.get("max_batch_words"), limits.get("max_batch_pairs")):
         counts = np.minimum(counts, cap)
     return counts[:, None], np.stack([counts, counts.astype(np.float64) ** 2], axis=1)
 

@@ -1,0 +1,91 @@
+"""Encoded documents as padded NumPy arrays, without torch: what a batch holds, under the read limits.
+
+``data/batching.py`` wraps these arrays in torch tensors for training and inference; an exported ONNX
+graph reads them as they are (``docattn.onnx``). A batch reads at most ``max_batch_words`` words and, for
+self-attention models, ``max_batch_pairs`` word pairs; one document past a budget is read up to it.
+
+    hierarchical: words (S, W) int64, word_mask (S, W) bool, sentence_index (B, L) int64, sentence_mask (B, L) bool
+    flat:         tokens (B, T) int64, mask (B, T) bool
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from docattn.data.encoding import EncodedCorpus, ragged_ranges
+
+
+def pad_rows(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, max_len) ids and mask of token spans ``tokens[start:start+length]``; padding is id 0."""
+    width = max(int(lengths.max()) if len(lengths) else 1, 1)
+    cols = np.arange(width)
+    mask = cols[None, :] < lengths[:, None]
+    pos = np.where(mask, starts[:, None] + cols[None, :], 0)
+    return np.where(mask, np.asarray(tokens)[pos], 0).astype(np.int64), mask
+
+
+def word_cap(max_words: int | None, max_batch_words: int | None, max_batch_pairs: int | None) -> int | None:
+    """The most words of one sentence (or flat document) that are read: no sequence may pass a budget alone."""
+    caps = [x for x in (max_words, max_batch_words, max_batch_pairs and math.isqrt(max_batch_pairs)) if x]
+    return min(caps) if caps else None
+
+
+def read_sizes(corpus: EncodedCorpus, limits: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per document: the sentences it is read to, its longest sentence read, and its cost (n, 2): the words read
+    and the word pairs a self-attention over them compares (each sentence's words, then the document's
+    sentences). A document past ``max_batch_words`` or ``max_batch_pairs`` keeps the first sentences that fit."""
+    cap = word_cap(limits.get("max_words"), limits.get("max_batch_words"), limits.get("max_batch_pairs"))
+    lengths = corpus.sentence_lengths if cap is None else np.minimum(corpus.sentence_lengths, cap)
+    sent_doc = np.repeat(np.arange(len(corpus)), corpus.sentence_counts)
+    rank = np.arange(len(sent_doc)) - corpus.document_offsets[sent_doc]
+    keep = rank < limits["max_sentences"] if limits.get("max_sentences") else np.ones(len(sent_doc), dtype=bool)
+    for budget, cost in (
+        (limits.get("max_batch_words"), lengths),
+        (limits.get("max_batch_pairs"), lengths**2 + 2 * rank + 1),
+    ):
+        if budget:  # cost + 2 rank + 1: the sentence-level pairs grow from rank^2 to (rank + 1)^2
+            kept = np.where(keep, cost, 0)
+            before = np.cumsum(kept) - kept  # cost of the corpus before each sentence
+            within = before - before[corpus.document_offsets[:-1]][sent_doc] + kept  # ... of its document, with it
+            keep &= (within <= budget) | (rank == 0)
+    n_sent = np.bincount(sent_doc, weights=keep, minlength=len(corpus)).astype(np.int64)
+    width = np.zeros(len(corpus), dtype=np.int64)
+    np.maximum.at(width, sent_doc[keep], lengths[keep])
+    read = np.where(keep, lengths, 0)
+    words = np.bincount(sent_doc, weights=read, minlength=len(corpus))
+    pairs = np.bincount(sent_doc, weights=read.astype(np.float64) ** 2, minlength=len(corpus)) + n_sent**2
+    return n_sent, width, np.stack([words, pairs], axis=1).astype(np.int64)
+
+
+def hierarchical_arrays(corpus: EncodedCorpus, documents: Sequence[int], limits: dict) -> dict[str, np.ndarray]:
+    """The documents as one hierarchical batch: every sentence read is a row of ``words``."""
+    docs = np.asarray(documents, dtype=np.int64)
+    n_sent = corpus.sentence_counts[docs]
+    if limits.get("max_sentences"):
+        n_sent = np.minimum(n_sent, limits["max_sentences"])
+    if limits.get("max_batch_words") or limits.get("max_batch_pairs"):  # a document past a budget is read up to it
+        n_sent = np.minimum(n_sent, read_sizes(corpus.subset(docs), limits)[0])
+    rows = ragged_ranges(corpus.document_offsets[docs], n_sent)  # sentence ids, document order
+    lengths = corpus.sentence_lengths[rows]
+    if cap := word_cap(limits.get("max_words"), limits.get("max_batch_words"), limits.get("max_batch_pairs")):
+        lengths = np.minimum(lengths, cap)
+    words, word_mask = pad_rows(corpus.tokens, corpus.sentence_offsets[rows], lengths)
+    first_row = np.cumsum(n_sent) - n_sent
+    cols = np.arange(int(n_sent.max()))
+    sentence_mask = cols[None, :] < n_sent[:, None]
+    sentence_index = np.where(sentence_mask, first_row[:, None] + cols[None, :], 0).astype(np.int64)
+    return {"words": words, "word_mask": word_mask, "sentence_index": sentence_index, "sentence_mask": sentence_mask}
+
+
+def flat_arrays(corpus: EncodedCorpus, documents: Sequence[int], limits: dict) -> dict[str, np.ndarray]:
+    """The documents as single token sequences, each cut to the words a flat model reads."""
+    docs = np.asarray(documents, dtype=np.int64)
+    starts = corpus.sentence_offsets[corpus.document_offsets[docs]]
+    lengths = corpus.sentence_offsets[corpus.document_offsets[docs + 1]] - starts
+    if cap := word_cap(limits.get("max_tokens"), limits.get("max_batch_words"), limits.get("max_batch_pairs")):
+        lengths = np.minimum(lengths, cap)
+    tokens, mask = pad_rows(corpus.tokens, starts, lengths)
+    return {"tokens": tokens, "mask": mask}
