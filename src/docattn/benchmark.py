@@ -20,6 +20,7 @@ import numpy as np
 from docattn.data.files import write_json
 from docattn.data.prepare import DataSettings, PreparedData
 from docattn.errors import Diverged, Interrupted
+from docattn.models.contract import is_one_shot
 
 
 def _rss_mb() -> float | None:
@@ -64,11 +65,10 @@ class RssPeak:
 
 
 def _param_count(model) -> int | None:
-    if hasattr(model, "parameters") and not hasattr(model, "fit_encoded"):
+    if not is_one_shot(model):
         return int(sum(p.numel() for p in model.parameters()))
-    if hasattr(model, "n_parameters"):
-        return int(model.n_parameters())
-    return None
+    count = model.n_parameters()
+    return None if count is None else int(count)
 
 
 # what an interrupted benchmark keeps, and how to go on without losing it

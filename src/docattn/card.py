@@ -14,6 +14,8 @@ import json
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from docattn.models.contract import is_bag
+
 CARD_FILE = "README.md"
 FAITHFULNESS_FILE = "faithfulness.json"
 
@@ -136,7 +138,7 @@ def _data_lines(config: dict, results: dict) -> list[str]:
 
 def _explanation_meaning(layout: str, hparams: dict) -> str:
     pooling = str(hparams.get("pooling", "attention"))
-    if layout == "bag":
+    if is_bag(layout):
         return (
             "This is a bag-of-words baseline: it has no attention, and `explain` has no word weights to show; "
             "its weights per n-gram are global, not per document."
@@ -222,6 +224,7 @@ def _limits_lines(config: dict, layout: str, results: dict) -> list[str]:
 
 def model_card(run_dir: str | Path) -> str:
     """The Markdown model card of the run in ``run_dir`` (read-only: nothing is written)."""
+
     from docattn.models import get_spec
     from docattn.training.run import read_config
     from docattn.version import __version__

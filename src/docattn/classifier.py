@@ -14,6 +14,7 @@ from docattn.data.encoding import EncodedCorpus, encode_corpus
 from docattn.data.prepare import DataSettings, PreparedData, prepare
 from docattn.data.text import SPECIAL_TOKENS, TextConfig, Vocabulary
 from docattn.errors import ConfigError, DataError, DocattnError, checked_values
+from docattn.models.contract import is_one_shot
 from docattn.training.config import TrainConfig
 
 _DATA_FIELDS = {f.name for f in fields(DataSettings)} - {"text"}
@@ -292,7 +293,7 @@ class DocumentClassifier:
         if _no_documents(texts):
             return np.zeros((0, len(self.labels)), dtype=np.float32)
         enc = self.encode(texts)
-        if hasattr(self.model, "predict_proba_encoded"):
+        if is_one_shot(self.model):
             probs = self.model.predict_proba_encoded(enc)
         else:
             probs = softmax(predict_logits(self.model, enc, batch_size, self.limits))

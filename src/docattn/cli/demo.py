@@ -32,9 +32,10 @@ def demo(  # Annotated options keep real defaults: the bare `docattn` calls demo
 
     from docattn.data import synthetic
     from docattn.models import get_spec
+    from docattn.models.contract import is_bag
 
     model = model_name(model)
-    if get_spec(model).layout == "bag":  # refused before training, not after it
+    if is_bag(get_spec(model)):  # refused before training, not after it
         raise DocattnError(
             f"the demo ends with an attention report, and {model!r} (a bag of words) has no attention or "
             "pooling weights to show; choose another model (docattn models)"

@@ -52,6 +52,7 @@ def note_unused_options(console, clf, options: dict) -> None:
     """Options the model never reads are said, not dropped: truncation its layout does not have (words per
     sentence for a flat model...), and the training engine's options for models fitted in one call (nb, logreg)."""
     from docattn.models import get_spec
+    from docattn.models.contract import is_bag
 
     unused, reads = {
         "hierarchical": (("max_tokens",), "sentences of words"),
@@ -63,15 +64,14 @@ def note_unused_options(console, clf, options: dict) -> None:
             console.print(
                 f"note: --{key.replace('_', '-')} has no effect on {clf.model_name!r}, which reads documents as {reads}"
             )
-    if get_spec(clf.model_name).layout != "bag":
+    if not is_bag(get_spec(clf.model_name)):
         return
     from docattn.models import create_model
+    from docattn.models.contract import is_one_shot
     from docattn.training.config import TrainConfig
 
     model = create_model(clf.model_name, vocab_size=4, num_classes=2, **clf.hparams)  # a bag model is tiny to build
-    if hasattr(
-        model, "fit_encoded"
-    ):  # fitted in one call (scikit-learn, the fastText library), not by the training engine
+    if is_one_shot(model):  # fitted in one call (scikit-learn, the fastText library), not by the training engine
         engine = TrainConfig.field_names() - {"seed", "progress", "progress_lines"}
         ignored = sorted(k for k in options if k in engine)
         if ignored:

@@ -206,10 +206,11 @@ def _say_resume_point(log, out: Path, clf) -> None:
     """--resume on a run with nothing to resume from is an error, never a silent new start; else say where it
     goes on."""
     from docattn.models import get_spec
+    from docattn.models.contract import is_bag
     from docattn.training.engine import trained_epochs
     from docattn.training.run import resume_checkpoint
 
-    if get_spec(clf.model_name).layout == "bag":
+    if is_bag(get_spec(clf.model_name)):
         return
     checkpoint = resume_checkpoint(out)
     if not checkpoint.exists():

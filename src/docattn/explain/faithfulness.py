@@ -35,6 +35,7 @@ import numpy as np
 
 from docattn.data.batching import bucket_keys
 from docattn.data.encoding import EncodedCorpus, ragged_ranges
+from docattn.models.contract import is_one_shot
 
 PERCENTS = (1, 5, 10, 20, 50)
 METHODS = ("attention", "random", "gradient_x_input", "integrated_gradients")
@@ -117,7 +118,7 @@ def probabilities(clf, enc: EncodedCorpus, batch_size: int = 64) -> np.ndarray:
     from docattn.training.inference import predict_logits, softmax
 
     model = clf.model
-    if hasattr(model, "predict_proba_encoded"):
+    if is_one_shot(model):
         return np.asarray(model.predict_proba_encoded(enc))
     return softmax(predict_logits(model, enc, batch_size, clf.limits))
 

@@ -103,6 +103,10 @@ class OneShotModel(Protocol):
         """(documents, num_classes) probabilities of an ``EncodedCorpus``."""
         ...
 
+    def n_parameters(self) -> int | None:
+        """Fitted coefficients, for cost tables (None before fitting)."""
+        ...
+
     def save_artifacts(self, run_dir) -> Path:
         """Write the fitted state into a run folder."""
         ...

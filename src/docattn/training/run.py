@@ -13,6 +13,7 @@ from docattn.data.files import write_json
 from docattn.data.prepare import DataSettings
 from docattn.data.text import Vocabulary
 from docattn.errors import CheckpointError, DocattnError
+from docattn.models.contract import is_one_shot
 from docattn.training.config import TrainConfig
 from docattn.version import __version__
 
@@ -86,7 +87,7 @@ def save_run(
     history = config["results"].get("history")
     if history and not (run_dir / METRICS).exists():  # trained without a run directory, saved afterwards
         _write_metrics(run_dir / METRICS, history)
-    if weights and hasattr(model, "save_artifacts"):  # non-neural baselines: their own arrays
+    if weights and is_one_shot(model):  # non-neural baselines: their own arrays
         model.save_artifacts(run_dir)
     elif weights:
         save_weights(model, run_dir / WEIGHTS, model_name)
@@ -150,7 +151,7 @@ def load_run(run_dir, device: str | torch.device = "cpu") -> Run:
     except (TypeError, ValueError, DocattnError) as err:  # hyper-parameters of the wrong type or range, another model's
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise CheckpointError(f"{run_dir / CONFIG}: cannot build model {name!r} from its hparams ({first})") from None
-    if hasattr(model, "load_artifacts"):  # non-neural baselines keep their own arrays
+    if is_one_shot(model):  # non-neural baselines keep their own arrays
         model.load_artifacts(run_dir)
     else:
         weights = run_dir / WEIGHTS

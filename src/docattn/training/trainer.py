@@ -12,7 +12,7 @@ import torch
 
 from docattn.data.prepare import PreparedData
 from docattn.errors import CheckpointError, ConfigError, DataError, DocattnError
-from docattn.models.baselines import BagModel as OneShotModel
+from docattn.models.contract import is_one_shot
 
 if TYPE_CHECKING:  # the engine (Lightning) is imported only when a neural model trains
     from docattn.training.engine import FitResult
@@ -120,7 +120,7 @@ def evaluate_encoded(clf, enc) -> dict:
     from docattn.training.metrics import classification_report
 
     t0 = time.perf_counter()
-    if hasattr(clf.model, "predict_proba_encoded"):
+    if is_one_shot(clf.model):
         probs = clf.model.predict_proba_encoded(enc)
     else:
         probs = softmax(predict_logits(clf.model, enc, 256, clf.limits))
@@ -145,7 +145,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
     truncated = {name: truncated_documents(enc, model.layout, clf.limits) for name, enc in data.splits.items()}
     if any(truncated.values()):  # read only in part: said, never silent
         results["truncated"] = {"limits": {k: v for k, v in clf.limits.items() if v}, **truncated}
-    if isinstance(model, OneShotModel):  # non-neural baselines train in one call
+    if is_one_shot(model):  # non-neural baselines train in one call
         t0 = time.perf_counter()
         model.fit_encoded(
             train, data.vocab, seed=cfg.seed, class_weights=_one_shot_weights(model, clf._requested, weights)
@@ -183,7 +183,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         if str(results.get("device", "cpu")).startswith("cuda"):
             model.to(results["device"])  # Lightning hands the model back on the CPU: test where it trained
         results["test"] = _brief(evaluate_encoded(clf, data.splits["test"]))  # on the training device
-    if not isinstance(model, OneShotModel):
+    if not is_one_shot(model):
         model.to("cpu")  # a fitted classifier predicts on the CPU unless moved
         if cfg.guardrail and results.get("is_global_zero", True):
             baseline = fit_guardrail(data, cfg, weights)

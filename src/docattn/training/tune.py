@@ -50,8 +50,9 @@ class TuneResult:
 def check_tunable(model: str) -> None:
     """Only models trained by gradient descent have a learning rate to search."""
     from docattn.models import get_spec
+    from docattn.models.contract import is_bag
 
-    if get_spec(model).layout == "bag":
+    if is_bag(get_spec(model)):
         raise ConfigError(
             f"{model} is not trained by gradient descent: there is no learning rate to tune "
             "(compare its settings with docattn benchmark --set KEY=VALUE)"
