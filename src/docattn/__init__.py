@@ -4,9 +4,8 @@ import os
 
 from docattn.version import __version__
 
-# OpenMP threads that spin while waiting make torch 10-20x slower when another process shares the
-# cores (measured here: explaining 100 IMDB reviews took 19-49 s instead of 1.5 s); sleeping costs
-# little on an idle machine. Set before torch is imported; a user's own setting wins.
+# OpenMP threads that spin while waiting make torch many times slower when another process shares the
+# cores; sleeping costs little on an idle machine. Set before torch is imported; a user's own setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __all__ = ["DocumentClassifier", "create_model", "list_models", "__version__"]

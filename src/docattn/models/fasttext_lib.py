@@ -33,7 +33,7 @@ BINARY, DIGEST = "fasttext.bin", "fasttext.json"
 class FastTextLibConfig:
     dim: int = 10  # hidden units (Joulin et al.: 10)
     word_ngrams: int = 2  # word n-grams up to this order (the paper's "bigram" runs)
-    epoch: int = 10  # IMDB: 5 epochs at 0.1 gave 81.6%, 10 at 0.25 gave 89.1% (benchmarks/README.md)
+    epoch: int = 10  # with lr 0.25: more than the library's 5 at 0.1, which left IMDB underfit (benchmarks/LOG.md)
     learning_rate: float = 0.25  # the library's own rate (not docattn's `lr`, which the training engine owns)
     bucket: int = 2_000_000  # hashed n-gram rows (the library's default)
     threads: int = 1  # one thread makes training reproducible for a seed; more is faster

@@ -25,12 +25,9 @@ from docattn.models.layers import AttentionPooling, masked_max, masked_mean, max
 from docattn.models.output import ModelOutput
 
 HAN_PAPER = "Yang et al. 2016, Hierarchical Attention Networks for Document Classification"
-# The paper trains with SGD (momentum 0.9) at a grid-searched rate (`docattn tune`); Adam at 2e-3
-# converges reliably without a search, so it is the default here. HAN overfits IMDB within its
-# second epoch, so the embeddings learn 4x slower, the rate follows a cosine over 3 epochs and the
-# best weights are picked among 3 validations per epoch: 90.68 +- 0.18 on IMDB over 3 seeds
-# (benchmarks/results/imdb_cpu_3seeds), against 89.81 +- 0.39 with a constant rate and one
-# validation per epoch (imdb_han_family) and 90.07 +- 0.41 with the cosine alone (imdb_han_schedule).
+# Adam converges without the paper's grid search over SGD rates (`docattn tune` restores it). HAN
+# overfits early, so the word vectors learn 4x slower and the best of 3 validations per epoch is kept
+# (the measurements: benchmarks/README.md, IMDB).
 HAN_TRAINING = {
     "optimizer": "adam",
     "lr": 2e-3,

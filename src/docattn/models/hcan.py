@@ -45,8 +45,7 @@ Choices the paper leaves open or that differ from it (the equations follow the p
   - W^q, W^k, W^v are one Conv1d with 3d filters (same parameters), computed as one matrix
     product over each position's 3-word window (``conv_window3``); on CPU the word hierarchy runs
     on length-sorted groups of sentences whose cuts are priced by padding and W^2 attention cost
-    (``length_groups``), so short sentences carry less padding (8x faster steps than
-    4 equal groups at d 64 on one thread: ``benchmarks/step_times.py``);
+    (``length_groups``), so short sentences carry less padding (``benchmarks/step_times.py``);
   - training: batches of 64 with Adam lr 2e-4 (paper: one document at a time, lr 2e-5), see below.
 Memory: self-attention keeps (N, h, T, T) weights, so flat variants on 1000-token documents need
 about N * h * 4 MB per attention at float32; hierarchical variants only (S, h, W, W) and (B, h, L, L).
@@ -71,21 +70,14 @@ from docattn.models.layers import attend, masked_max, masked_softmax, max_pool_s
 from docattn.models.output import ModelOutput
 
 HCAN_PAPER = "Gao et al. 2018, Hierarchical Convolutional Attention Networks for Text Classification"
-# The paper trains one document at a time with Adam lr 2e-5, betas (0.9, 0.99); at batch 64 that rate
-# barely moves in a few epochs. Adam moves every weight by about lr per step whatever its fan-in, so
-# the safe rate falls with width: at the default d 512 (Q/K filters see 3 x 512 inputs) lr 1e-3
-# collapses the sentence-level self-attention within ten steps (on IMDB 80% of its weights end at
-# exactly 0) and IMDB stays at chance (CPU seed 0; on a GPU seed 0 too, seed 1 fell back after 85%),
-# while at 2e-4 three seeds of three learn in their first epoch (benchmarks/hcan_saturation.py,
-# results/imdb_subset_hcan_d512_lr). The flat variants' token-level attention does not collapse at
-# 1e-3; they share the lower rate as a precaution. Small CPU configurations (d 64) train best at 2e-3.
+# The paper's Adam at 2e-5, one document at a time, barely moves at batch 64. Adam moves every weight by
+# about lr per step whatever its fan-in, so the safe rate falls with width: at d 512, 1e-3 collapses the
+# sentence attention and 2e-4 learns (benchmarks/hcan_saturation.py); at d 64, 2e-3 trains best.
 _TRAINING = {"optimizer": "adam", "lr": 2e-4, "betas": (0.9, 0.99), "batch_size": 64, "hcan_clean": True}
-# Self-attention memory grows with the square of a sequence's length, so no sequence passes 1000
-# positions: hierarchical variants keep each sentence's first 1000 words (20 Newsgroups has
-# "sentences" of up to 8,249 words, uuencoded files and statistics tables, 1.1 GB per attention
-# matrix; IMDB has one training sentence over 1000), flat variants each document's first 1000 tokens.
-# the configuration HCAN was measured at on two CPU cores (benchmarks/README.md, "The IMDB comparison in one
-# command"): the paper's d 512 / 8 heads trains at a few documents/s there
+# Self-attention memory grows with the square of a sequence's length: no sentence (hierarchical) or
+# document (flat) passes 1000 positions, and a batch compares at most max_batch_pairs word pairs.
+# The configuration HCAN was measured at on two CPU cores, where the paper's size is far slower
+# (benchmarks/README.md, "The IMDB comparison in one command").
 HCAN_CPU = {
     "lr": 2e-3,
     "schedule": "cosine",
