@@ -103,29 +103,27 @@ def _demo_into(console, out: Path, model: str, splits: dict, epochs: int, seed: 
 
 @app.command()
 def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 'han*' (any case).")):
-    """List the registered models."""
+    """List the registered models: what each reads of a document, and its size on a CPU."""
     from rich.console import Console
     from rich.table import Table
 
-    from docattn.models import get_spec, list_models
+    from docattn.models.catalogue import list_catalogue  # no torch: the listing answers at once
 
-    names = list_models(pattern.lower())
-    if not names:
+    entries = list_catalogue(pattern)
+    if not entries:
         raise DocattnError(f"no registered model matches {pattern!r}")
     table = Table("model", "layout", "reads by default", "description")
-    for name in names:
-        spec = get_spec(name)
-        cpu = ", ".join(f"{k} {v}" for k, v in spec.cpu.items() if k in _SIZES)
+    for entry in entries:
+        cpu = ", ".join(f"{k} {v}" for k, v in entry.cpu_sizes.items())
         table.add_row(
-            name,
-            spec.layout,
-            _default_reach(spec.training, spec.layout),
-            spec.description + (f"; on a CPU (recipe auto) trained at {cpu}" if cpu else ""),
+            entry.name,
+            entry.layout,
+            _default_reach(entry.truncation, entry.layout),
+            entry.description + (f"; on a CPU (recipe auto) trained at {cpu}" if cpu else ""),
         )
     Console().print(table)
 
 
-_SIZES = ("d_model", "heads", "embedding_dim", "dropout", "embedding_dropout")  # what a CPU default shrinks
 
 
 def _default_reach(training: dict, layout: str) -> str:
