@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import SHARED_DATA, write_result  # noqa: E402
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=str(SHARED_DATA / "imdb" / "aclImdb.tar.gz"))
     ap.add_argument("--model", default="han")
@@ -39,7 +39,11 @@ def main() -> None:
     ap.add_argument(
         "--set", action="append", default=[], metavar="K=V", help="a model hyper-parameter, e.g. packed_rnn=true"
     )
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     hparams = {k: json.loads(v) if v[:1] in "0123456789-[{tfn" else v for k, v in (kv.split("=", 1) for kv in args.set)}
     import torch
 

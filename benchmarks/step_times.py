@@ -31,7 +31,7 @@ def parse_spec(spec: str) -> tuple[str, dict]:
     return name, hp
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="+", help="MODEL[,KEY=VALUE...]")
     ap.add_argument("--data", default=str(SHARED_DATA / "imdb" / "aclImdb.tar.gz"))
@@ -40,7 +40,11 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--profile", action="store_true", help="print torch.profiler's top operators for each model")
     ap.add_argument("--name", default="", help="results/NAME.json (default: step_times_cpu or step_times_gpu)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     import numpy as np
     import torch
 

@@ -18,6 +18,16 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="module")
+def data():
+    """The training tests' synthetic corpus, prepared: 300 training and 100 test documents."""
+    from docattn.data import synthetic
+    from docattn.data.prepare import DataSettings, prepare
+
+    sp = synthetic.make_splits(n_train=300, n_test=100, seed=5)
+    return prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+
+
 def train_briefly(model, train, test, steps: int, optimizer, batch_size: int = 32) -> float:
     """Test accuracy of ``model`` after ``steps`` bare optimiser steps on random batches of ``train``.
 
@@ -81,3 +91,22 @@ def fifo_writer(*fifos, every: float = 0.1):
     finally:
         done.set()
         thread.join()
+
+
+def write_tar(path: Path, members: dict[str, str | tuple], mode: str = "w:gz") -> Path:
+    """Members in order; a (type, link target) value is a link, a device or a named pipe."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, mode) as archive:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            if isinstance(content, tuple):
+                info.type, info.linkname = content
+                info.devmajor, info.devminor = (1, 3) if info.type == tarfile.CHRTYPE else (0, 0)  # /dev/null's numbers
+                archive.addfile(info)
+            else:
+                data = content.encode("utf-8")
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return path

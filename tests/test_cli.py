@@ -1,4 +1,4 @@
-"""The docattn command: fast help, the main verbs end to end, one-line errors, real data stats."""
+"""The docattn command: fast help, the model list, the main verbs end to end on one trained run, resume, DDP."""
 
 from __future__ import annotations
 
@@ -11,31 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_runs import DOCATTN, TINY, run_cli
 from typer.testing import CliRunner
 
 from docattn.cli import _default_reach, app
 from docattn.data import synthetic
 from docattn.models import get_spec
-
-DOCATTN = [sys.executable, "-m", "docattn.cli"]
-TINY = [
-    "--set",
-    "embedding_dim=16",
-    "--set",
-    "hidden_size=8",
-    "--set",
-    "context_dim=8",
-    "--embeddings",
-    "random",
-    "--min-count",
-    "2",
-    "--set",
-    "progress=false",
-]
-
-
-def run_cli(*args, **kw):
-    return subprocess.run([*DOCATTN, *args], capture_output=True, text=True, timeout=600, **kw)
 
 
 def test_help_is_fast_and_imports_nothing_heavy():
@@ -392,44 +373,6 @@ def test_explain_writes_html_and_json(trained_run):
     assert len(json.loads(js.read_text())) == 5
 
 
-def test_errors_are_one_line_without_traceback(tmp_path):
-    res = run_cli("train", "--train", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "run"))
-    assert res.returncode == 2
-    assert "Traceback" not in res.stderr and "missing.csv" in res.stderr
-    res = run_cli("evaluate", str(tmp_path / "no-run"), "--data", str(tmp_path / "x.jsonl"))
-    assert res.returncode == 2 and "Traceback" not in res.stderr and "run directory" in res.stderr
-    res = run_cli("train", "--train", str(tmp_path), "--out", str(tmp_path / "r"), "--model", "nope")
-    assert res.returncode == 2 and "unknown model" in res.stderr
-
-
-def test_benchmark_seeds_out_of_range_are_refused_before_any_trial(tmp_path):
-    for extra, word in (
-        (["--first-seed", "-1"], "seeds -1 to 1"),
-        (["--first-seed", "4294967295", "--seeds", "2"], "seeds 4294967295 to 4294967296"),
-    ):
-        res = run_cli(
-            "benchmark", "--data", str(tmp_path / "absent.csv"), "--models", "nb", *extra, "--out", str(tmp_path / "b")
-        )
-        assert res.returncode == 2 and "Traceback" not in res.stderr and word in res.stderr, res.stderr[-1500:]
-        assert not (tmp_path / "b").exists()
-
-
-def test_data_stats_imdb(shared_data):
-    res = CliRunner().invoke(app, ["data", "stats", str(shared_data / "imdb" / "aclImdb.tar.gz"), "--json"])
-    assert res.exit_code == 0, res.output
-    stats = json.loads(res.stdout)
-    for split in ("train", "test"):
-        assert stats[split]["documents"] == 25000
-        assert stats[split]["class_counts"] == {"neg": 12500, "pos": 12500}
-
-
-def test_data_stats_20news(shared_data):
-    res = CliRunner().invoke(app, ["data", "stats", str(shared_data / "20news" / "20news-bydate.tar.gz"), "--json"])
-    stats = json.loads(res.stdout)
-    assert stats["train"]["documents"] == 11314 and stats["test"]["documents"] == 7532
-    assert stats["train"]["classes"] == 20
-
-
 @pytest.mark.slow
 def test_ddp_two_cpu_processes_match_one(tmp_path):
     """2-process data parallel training (gloo) reaches the quality of 1 process.
@@ -473,83 +416,6 @@ def test_ddp_two_cpu_processes_match_one(tmp_path):
     assert acc["2"] >= 0.9 and abs(acc["2"] - acc["1"]) <= 0.05, acc
 
 
-def test_train_says_what_the_readers_skipped_or_decoded(tmp_path):
-    sp = synthetic.make_splits(n_train=120, n_test=10, seed=4)
-    root = tmp_path / "data" / "train"
-    for i, (text, label) in enumerate(zip(sp["train"].texts, sp["train"].labels)):
-        (root / str(label)).mkdir(parents=True, exist_ok=True)
-        (root / str(label) / f"{i}.txt").write_text(text, encoding="utf-8")
-    (root / str(sp["train"].labels[0]) / "latin.txt").write_bytes("un caf\xe9 tr\xe8s bon".encode("latin-1"))
-    (root / str(sp["train"].labels[0]) / "empty.txt").write_text("  \n")
-    env = {**os.environ, "DOCATTN_CACHE": str(tmp_path / "cache")}
-    res = run_cli(
-        "train", "--train", str(tmp_path / "data"), "--out", str(tmp_path / "run"), "--epochs", "1", *TINY, env=env
-    )
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "skipped empty documents: 1" in res.stderr and "not UTF-8, read as Latin-1" in res.stderr
-
-
-def test_data_stats_says_when_a_quoted_tsv_field_holds_a_line_break_and_a_tab(tmp_path):
-    path = tmp_path / "d.tsv"
-    path.write_text('text\tlabel\n"Brilliant film\tpos\nawful ending"\tneg\nfine\tpos\n')
-    res = CliRunner().invoke(app, ["data", "stats", str(path)])
-    assert res.exit_code == 0, res.output
-    assert "quoted text holds a line break and a tab: 1 (first:" in res.output and 'double it ("")' in res.output
-
-
-def test_model_names_take_any_case_and_a_typo_names_the_closest():
-    from docattn.cli.options import model_name
-    from docattn.errors import ConfigError
-
-    assert model_name("HAN") == "han" and model_name(" Han-Max ") == "han-max"
-    with pytest.raises(ConfigError) as err:
-        model_name("hna")
-    assert "unknown model 'hna'; did you mean 'han'?" in str(err.value) and "hcan" not in str(err.value)
-    res = run_cli("train", "--train", "x.jsonl", "--out", "never-written", "--model", "hna")
-    assert res.returncode == 2 and "did you mean 'han'?" in res.stderr and not Path("never-written").exists()
-
-
-def test_every_option_has_help_and_says_its_default():
-    import typer.main
-
-    def commands(group, prefix=""):
-        for name, command in group.commands.items():
-            if hasattr(command, "commands"):
-                yield from commands(command, f"{prefix}{name} ")
-            else:
-                yield f"{prefix}{name}", command
-
-    for name, command in commands(typer.main.get_command(app)):
-        for param in command.params:
-            if param.param_type_name != "option" or param.name == "help":
-                continue
-            assert param.help, f"{name} {param.opts[0]} has no help"
-            if not param.required and not param.is_flag and param.default in (None, []) and param.name != "sets":
-                assert isinstance(param.show_default, str) and param.show_default, (
-                    f"{name} {param.opts[0]}: default unsaid"
-                )
-    shown = run_cli("train", "--help", env={**os.environ, "COLUMNS": "300", "TERMINAL_WIDTH": "300"}).stdout
-    for words in (
-        "[default: (recipe auto: sized to the data",
-        "[default: (0.1, or the model's own)]",
-        "[default: (text)]",
-        "[default: (detected",
-    ):
-        assert words in shown, words
-
-
-def test_train_report_lines_read_as_text():
-    from types import SimpleNamespace
-
-    from docattn.cli.report import data_line, human_epoch
-
-    data = SimpleNamespace(info={"documents": {"train": 1200, "valid": 300}}, vocab=range(5432), labels=range(2))
-    assert data_line(data) == (
-        "data: 1,500 documents (train 1,200, valid 300), vocabulary 5,432 words, 2 classes (cache: off)"
-    )
-    assert human_epoch(0) == "1" and human_epoch(None) == "?"
-
-
 def test_explain_draws_its_documents_at_random_unless_told_first(trained_run):
     shown = {}
     for extra in ([], ["--seed", "1"], ["--first"]):
@@ -576,16 +442,6 @@ def test_explain_draws_its_documents_at_random_unless_told_first(trained_run):
     drawn = shown[()]
     assert drawn != shown[("--first",)] and drawn != shown[("--seed", "1")]
     assert drawn == sorted(drawn, key=int)  # shown in file order
-
-
-def test_benchmark_tables_are_titled_by_what_they_show():
-    from docattn.cli.benchmark import _title
-
-    assert _title("imdb", ["han", "nb"], 3, None, None, None) == (
-        "han, nb on IMDB Large Movie Review: tested on its test split, 3 seeds each"
-    )
-    assert _title("all.jsonl", ["nb"], 1, 5, None, None) == "nb on all.jsonl: 5-fold cross-validation, 1 seed each"
-    assert "tested on a held-out 20%" in _title("all.jsonl", ["nb"], 1, None, None, 0.2)
 
 
 def test_train_writes_a_model_card_it_owns(trained_run):

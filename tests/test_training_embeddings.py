@@ -1,0 +1,127 @@
+"""Training's first embeddings: vectors from a GloVe file, frozen random ones, word2vec trained and cached."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from docattn.classifier import DocumentClassifier
+from docattn.errors import ConfigError, DataError
+
+TINY = dict(embedding_dim=16, hidden_size=8, context_dim=8, progress=False, min_count=2)
+
+
+def test_embeddings_from_glove_file(data, tmp_path):
+    words = data.vocab.tokens[3:13]
+    glove = tmp_path / "glove.txt"
+    glove.write_text(
+        "".join(f"{w} " + " ".join(["0.5"] * 16) + "\n" for w in words) + "zzzunseen " + " ".join(["1"] * 16) + "\n"
+    )
+    clf = DocumentClassifier("han", max_epochs=1, embeddings=str(glove), freeze_embeddings=True, **TINY).fit_prepared(
+        data
+    )
+    cov = clf.results["coverage"]
+    assert cov["words"] == 10 and 0 < cov["token_share"] <= 1
+    emb = clf.model.embedding.weight
+    assert not emb.requires_grad
+    np.testing.assert_allclose(emb[data.vocab.index[words[0]]].detach().numpy(), 0.5)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("x 1 2\ny 1\n")
+    with pytest.raises((DataError, ConfigError)):
+        DocumentClassifier("han", max_epochs=1, embeddings=str(bad), **TINY).fit_prepared(data)
+
+
+def test_frozen_random_embeddings_stay_as_they_started(data):
+    """freeze_embeddings holds for the model's own random vectors too, not only for loaded ones."""
+    import copy
+
+    clf = DocumentClassifier("han", max_epochs=1, embeddings="random", freeze_embeddings=True, **TINY)
+    seen = {}
+    from docattn.training import trainer
+
+    real = trainer.init_embeddings
+
+    def spy(model, d, cfg):
+        info = real(model, d, cfg)
+        seen["start"] = copy.deepcopy(model.embedding.weight.detach())
+        return info
+
+    trainer.init_embeddings = spy
+    try:
+        clf.fit_prepared(data)
+    finally:
+        trainer.init_embeddings = real
+    assert not clf.model.embedding.weight.requires_grad
+    assert bool((clf.model.embedding.weight.detach() == seen["start"]).all())
+
+
+def test_word2vec_initialisation(data):
+    from docattn.data.embeddings import train_word2vec
+
+    m = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1, workers=1)
+    assert m.shape == (len(data.vocab), 16) and np.all(m[0] == 0) and np.isfinite(m).all()
+    sg = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1, workers=1, skipgram=True)
+    assert sg.shape == m.shape and np.isfinite(sg).all() and not np.allclose(sg[3:], m[3:])
+    again = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1, workers=1, skipgram=True)
+    np.testing.assert_array_equal(sg, again)  # one worker thread: reproducible
+
+
+def test_word2vec_with_one_worker_is_the_same_in_another_process(data, tmp_path):
+    """gensim seeds each word's start vector with a hash of it; Python's str hash differs per process."""
+    import os
+    import subprocess
+    import sys
+
+    from docattn.data.embeddings import train_word2vec
+
+    here = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1, workers=1)
+    code = (
+        "import numpy as np; from docattn.data import synthetic; "
+        "from docattn.data.prepare import prepare, DataSettings; "
+        "from docattn.data.embeddings import train_word2vec; "
+        "sp = synthetic.make_splits(n_train=300, n_test=100, seed=5); "
+        "d = prepare(sp['train'], None, sp['test'], DataSettings(min_count=2)); "
+        f"np.save({str(tmp_path / 'there.npy')!r}, "
+        "train_word2vec(d.splits['train'], d.vocab, dim=16, epochs=1, workers=1))"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONHASHSEED": "12345"})
+    np.testing.assert_array_equal(here, np.load(tmp_path / "there.npy"))
+
+
+def test_word2vec_reads_extra_unlabelled_text(data, tmp_path):
+    """Text from word2vec_text moves the vectors, is cached under its own name, and needs word2vec."""
+    from docattn.training.config import TrainConfig
+    from docattn.training.trainer import _cached_word2vec
+
+    words = data.vocab.tokens[3:40]
+    extra = tmp_path / "unlabelled.txt"
+    extra.write_text("".join(" ".join(words[i:] + words[:i]) + "\n" for i in range(200)), encoding="utf-8")
+    data.info["cache"] = str(tmp_path)
+    try:
+        plain = _cached_word2vec(data, 16, TrainConfig(word2vec_epochs=1))
+        more = _cached_word2vec(data, 16, TrainConfig(word2vec_epochs=1, word2vec_text=str(extra)))
+    finally:
+        data.info.pop("cache")
+    assert more.shape == plain.shape and not np.allclose(more[3:40], plain[3:40])
+    assert len(list(tmp_path.glob("word2vec-x*-d16-e1-s0.npy"))) == 1 and (tmp_path / "word2vec-d16-e1-s0.npy").exists()
+    with pytest.raises(ConfigError, match="word2vec_text"):
+        TrainConfig(embeddings="random", word2vec_text=str(extra))
+    with pytest.raises(DataError, match="no such"):
+        DocumentClassifier("han", max_epochs=1, word2vec_text=str(tmp_path / "missing.txt"), **TINY).fit_prepared(data)
+
+
+def test_skipgram_vectors_are_cached_apart_from_cbow(data, tmp_path):
+    """A skip-gram run never reads CBOW vectors cached for the same corpus, size, epochs and seed."""
+    from docattn.training.config import TrainConfig
+    from docattn.training.trainer import _cached_word2vec
+
+    data.info["cache"] = str(tmp_path)
+    try:
+        cbow = _cached_word2vec(data, 16, TrainConfig(word2vec_epochs=1))
+        sg = _cached_word2vec(data, 16, TrainConfig(word2vec_epochs=1, word2vec_skipgram=True))
+        sg_again = _cached_word2vec(data, 16, TrainConfig(word2vec_epochs=1, word2vec_skipgram=True))
+    finally:
+        data.info.pop("cache")
+    assert (tmp_path / "word2vec-d16-e1-s0.npy").exists() and (tmp_path / "word2vec-sg-d16-e1-s0.npy").exists()
+    assert not np.allclose(sg[3:], cbow[3:])
+    np.testing.assert_array_equal(sg, sg_again)
