@@ -124,8 +124,6 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
     Console().print(table)
 
 
-
-
 def _default_reach(training: dict, layout: str) -> str:
     """What of a document a model reads unless told otherwise: its registered truncation, else the data defaults."""
     from docattn.data.prepare import DataSettings
