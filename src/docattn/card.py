@@ -118,7 +118,10 @@ def _data_lines(config: dict, results: dict) -> list[str]:
     if docs:
         lines.append("- Documents per split: " + ", ".join(f"{k} {v:,}" for k, v in docs.items()))
     inputs = data_info.get("inputs")
-    if inputs:
+    if isinstance(inputs, dict):  # split -> SHA-256 of the input files: what was read, whatever its path now
+        shown = [f"{split} `sha256:{digest[:16]}`" for split, digest in inputs.items() if isinstance(digest, str)]
+        lines.append("- Source, by content hash: " + (", ".join(shown) or "not recorded"))
+    elif inputs:
         names = [
             str(i.get("path", i)) if isinstance(i, dict) else str(i)
             for i in (inputs if isinstance(inputs, list) else [inputs])
@@ -174,7 +177,8 @@ def _training_lines(config: dict, results: dict) -> list[str]:
     best = results.get("best") or {}
     if best:
         lines.append(
-            f"- Best weights from epoch {best.get('epoch')}, step {best.get('step')} "
+            f"- Best weights from epoch {best['epoch'] + 1 if isinstance(best.get('epoch'), int) else '?'}, "
+            f"step {best.get('step')} "
             f"(monitored {(config.get('training') or {}).get('monitor', 'val_acc')})"
         )
     for flag, text in (
