@@ -125,3 +125,25 @@ def test_skipgram_vectors_are_cached_apart_from_cbow(data, tmp_path):
     assert (tmp_path / "word2vec-d16-e1-s0.npy").exists() and (tmp_path / "word2vec-sg-d16-e1-s0.npy").exists()
     assert not np.allclose(sg[3:], cbow[3:])
     np.testing.assert_array_equal(sg, sg_again)
+
+
+def test_pre_trained_vectors_set_the_embedding_width_unless_one_is_asked_for(tmp_path, data):
+    """A 300-d GloVe file or the 256-d packaged table needs no embedding_dim: the model takes the vectors'
+    width. One asked for that differs is still an error naming the width to set."""
+    from docattn.data.embeddings import vector_dim
+
+    words = data.vocab.tokens[3:40]
+    glove = tmp_path / "vectors.txt"
+    glove.write_text(
+        "".join(
+            f"{w} " + " ".join(f"{(i * 7 + j) % 5 / 10:.1f}" for j in range(12)) + "\n" for i, w in enumerate(words)
+        )
+    )
+    assert vector_dim(str(glove)) == 12 and vector_dim("wordllama") == 256 and vector_dim(str(tmp_path / "no")) is None
+    options = {k: v for k, v in TINY.items() if k != "embedding_dim"}
+    clf = DocumentClassifier("han", max_epochs=1, embeddings=str(glove), **options).fit_prepared(data)
+    assert clf.model.embedding.weight.shape[1] == 12
+    with pytest.raises(
+        ConfigError, match=r"vectors are 12-d but the model's embedding is 16-d \(set embedding_dim=12\)"
+    ):
+        DocumentClassifier("han", max_epochs=1, embeddings=str(glove), **TINY).fit_prepared(data)

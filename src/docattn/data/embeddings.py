@@ -228,6 +228,29 @@ def _floats(fields: list[str]) -> bool:
 PACKAGED = {
     "wordllama": "the wordllama package's 256-d token table (Llama 2 tokens, trained for averaged sentence embeddings)"
 }
+PACKAGED_DIMS = {"wordllama": 256}
+
+
+def vector_dim(source: str) -> int | None:
+    """The width of the vectors ``source`` names (a packaged table or a vector file), from its first line;
+    None where it cannot tell (a missing file, an unknown name: loading it later says why)."""
+    if source in PACKAGED_DIMS:
+        return PACKAGED_DIMS[source]
+    path = Path(source)
+    if not path.is_file():
+        return None
+    import gzip
+
+    try:
+        with open(path, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+        with gzip.open(path, "rb") if gzipped else open(path, "rb") as f:
+            first = f.readline(1 << 20).decode("utf-8-sig", errors="replace").rstrip("\r\n ").split(" ")
+    except OSError:
+        return None
+    if len(first) == 2 and all(x.isdigit() for x in first):  # word2vec / fastText header: count and dimension
+        return int(first[1]) or None
+    return len(first) - 1 if len(first) > 1 and _floats(first[1:]) else None
 
 
 def packaged_vectors(
