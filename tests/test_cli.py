@@ -493,3 +493,25 @@ def test_serve_hands_its_options_to_the_server(trained_run, monkeypatch):
         "api_key": "k",
         "micro_batch_ms": 5.0,
     }
+
+
+def test_faithfulness_is_kept_in_the_run_and_reported_by_its_card(trained_run):
+    run = trained_run / "run"
+    res = run_cli(
+        "faithfulness",
+        str(run),
+        "--data",
+        str(trained_run / "test.jsonl"),
+        "--n",
+        "10",
+        "--methods",
+        "attention,random",
+        "--json",
+    )
+    assert res.returncode == 0, res.stderr
+    saved = json.loads((run / "faithfulness.json").read_text())
+    assert saved == json.loads(res.stdout) and "faithfulness.json" in json.loads(
+        (run / ".docattn-files.json").read_text()
+    )
+    card = (run / "README.md").read_text()
+    assert "ERASER faithfulness on 10 documents" in card and "| attention |" in card

@@ -4,7 +4,7 @@
 
 Read: config.json (model, hyper-parameters, data settings, training options and results: data counts,
 validation and test scores, the tf-idf guardrail baseline, timings, device) and, where present,
-faithfulness.json (``docattn faithfulness RUN --json`` saved there). Nothing is measured again and
+faithfulness.json (which ``docattn faithfulness RUN`` saves there). Nothing is measured again and
 nothing is unpickled; a figure the run did not record is said to be missing, never guessed.
 """
 
@@ -89,8 +89,8 @@ def _faithfulness(run_dir: Path) -> list[str]:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return [
-            "No faithfulness measurement is stored with this run (`docattn faithfulness RUN --data PATH --json "
-            f"> RUN/{FAITHFULNESS_FILE}` adds one)."
+            "No faithfulness measurement is stored with this run (`docattn faithfulness RUN --data PATH` "
+            f"saves one in RUN/{FAITHFULNESS_FILE})."
         ]
     record = record[0] if isinstance(record, list) and record else record
     methods = record.get("methods", {}) if isinstance(record, dict) else {}

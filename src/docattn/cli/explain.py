@@ -430,8 +430,27 @@ def faithfulness_cmd(
         results[-1]["run"] = str(run)
     if as_json:
         typer.echo(json.dumps(results[0] if len(results) == 1 else results, indent=1))
+    else:
+        _print_faithfulness(results, ks)
+    for run, result in zip(runs, results):
+        _keep_in_run(run, result)
+
+
+def _keep_in_run(run: Path, result: dict) -> None:
+    """The run keeps its faithfulness result, which its model card reports; never over a file of the user's."""
+    from docattn.card import CARD_FILE, FAITHFULNESS_FILE, write_card
+    from docattn.data.files import write_json
+    from docattn.training.run_folder import claim_in_run, docattn_files
+
+    ours, target = docattn_files(run), run / FAITHFULNESS_FILE
+    if target.exists() and FAITHFULNESS_FILE not in ours:
+        console().print(f"note: {target} is not docattn's: the result is not saved there")
         return
-    _print_faithfulness(results, ks)
+    write_json(target, result)
+    claim_in_run(target)
+    if CARD_FILE in ours:
+        write_card(run)
+    console().print(f"saved in {target}" + (f"; {run / CARD_FILE} reports it" if CARD_FILE in ours else ""))
 
 
 def _print_faithfulness(results: list, ks: list) -> None:
