@@ -60,13 +60,24 @@ def read_sizes(corpus: EncodedCorpus, limits: dict) -> tuple[np.ndarray, np.ndar
     return n_sent, width, np.stack([words, pairs], axis=1).astype(np.int64)
 
 
+def _may_pass_a_budget(corpus: EncodedCorpus, docs: np.ndarray, limits: dict) -> bool:
+    """Whether a document could pass a batch budget alone: n words compare at most 2 n^2 pairs (their
+    sentences' words and the sentences themselves), so most batches skip the exact count."""
+    words, pairs = limits.get("max_batch_words"), limits.get("max_batch_pairs")
+    if not (words or pairs):
+        return False
+    starts = corpus.sentence_offsets[corpus.document_offsets[docs]]
+    longest = int((corpus.sentence_offsets[corpus.document_offsets[docs + 1]] - starts).max(initial=0))
+    return bool((words and longest > words) or (pairs and 2 * longest**2 > pairs))
+
+
 def hierarchical_arrays(corpus: EncodedCorpus, documents: Sequence[int], limits: dict) -> dict[str, np.ndarray]:
     """The documents as one hierarchical batch: every sentence read is a row of ``words``."""
     docs = np.asarray(documents, dtype=np.int64)
     n_sent = corpus.sentence_counts[docs]
     if limits.get("max_sentences"):
         n_sent = np.minimum(n_sent, limits["max_sentences"])
-    if limits.get("max_batch_words") or limits.get("max_batch_pairs"):  # a document past a budget is read up to it
+    if _may_pass_a_budget(corpus, docs, limits):  # a document past a budget is read up to it
         n_sent = np.minimum(n_sent, read_sizes(corpus.subset(docs), limits)[0])
     rows = ragged_ranges(corpus.document_offsets[docs], n_sent)  # sentence ids, document order
     lengths = corpus.sentence_lengths[rows]
