@@ -17,21 +17,25 @@ from docattn.errors import ConfigError, DocattnError
 
 @dataclass(frozen=True)
 class Reader:
-    """The ``--split/--format/--text-col/--label-col`` a command was given."""
+    """The ``--split/--format/--text-col/--label-col/--label-sep/--multi-label`` a command was given."""
 
     split: str | None = None
     fmt: str | None = None
     text_col: str | None = None
     label_col: str | None = None
+    label_sep: str | None = None
+    multi_label: bool = False
 
     @property
     def options(self) -> dict:
         """The readers' keyword arguments (the split is chosen after reading)."""
-        return reader_options(self.fmt, self.text_col, self.label_col)
+        return reader_options(self.fmt, self.text_col, self.label_col, self.label_sep, self.multi_label)
 
     def corpus(self, data: str, ignore_labels: bool = False):
         """One split of ``data``: ``--split``, else its test split, else all of it (never its train split unasked)."""
-        return read_evaluation_corpus(data, self.split, self.fmt, self.text_col, self.label_col, ignore_labels)
+        return read_evaluation_corpus(
+            data, self.split, self.fmt, self.text_col, self.label_col, ignore_labels, self.label_sep, self.multi_label
+        )
 
 
 _READER_OPTIONS = {
@@ -42,20 +46,33 @@ _READER_OPTIONS = {
     ),
     "fmt": typer.Option(
         "--format",
-        help="Reader format: csv, tsv, jsonl, zhang, tang, folder, fasttext or lines.",
+        help="Reader format: csv, tsv, jsonl, zhang, tang, folder, fasttext, lines, parquet, arrow or reuters.",
         show_default="detected from the path and the first lines",
     ),
     "text_col": typer.Option(
         "--text-col",
-        help="CSV/TSV text column(s), names or 0-based indexes, comma separated; or the JSONL text field.",
+        help="CSV/TSV/Parquet text column(s), names or 0-based indexes, comma separated; or the JSONL text field.",
         show_default="text",
     ),
     "label_col": typer.Option(
         "--label-col",
-        help="CSV/TSV label column (name or 0-based index), or the JSONL label field.",
+        help="CSV/TSV/Parquet label column (name or 0-based index), or the JSONL label field.",
         show_default="label",
     ),
+    "label_sep": typer.Option(
+        "--label-sep",
+        help="Separator of several labels in one CSV/TSV label cell (e.g. ','): multi-label documents.",
+        show_default="one label per cell",
+    ),
+    "multi_label": typer.Option(
+        "--multi-label",
+        help="Read every document as a set of labels (multi-label), even where each has one.",
+        show_default="multi-label when the data gives a document several labels",
+    ),
 }
+
+
+_FLAGS = {"multi_label"}  # reader options that are on/off flags; the others take a value
 
 
 def reads_documents(split: bool = True):
@@ -70,15 +87,16 @@ def reads_documents(split: bool = True):
             inspect.Parameter(
                 name,
                 inspect.Parameter.KEYWORD_ONLY,
-                default=None,
-                annotation=Annotated[str | None, _READER_OPTIONS[name]],
+                default=False if name in _FLAGS else None,
+                annotation=Annotated[bool if name in _FLAGS else str | None, _READER_OPTIONS[name]],
             )
             for name in names
         ]
 
         @functools.wraps(command)
         def with_reader(*args, **kwargs):
-            return command(*args, reader=Reader(**{name: kwargs.pop(name, None) for name in names}), **kwargs)
+            given = {name: kwargs.pop(name) for name in names if name in kwargs}
+            return command(*args, reader=Reader(**given), **kwargs)
 
         with_reader.__signature__ = signature.replace(parameters=[*own, *added])  # what Typer reads
         return with_reader

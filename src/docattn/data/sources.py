@@ -25,9 +25,20 @@ def resolve_source(path_or_name: str) -> str:
     return str(resolve(path_or_name))
 
 
-def reader_options(fmt: str | None = None, text_col: str | None = None, label_col: str | None = None) -> dict:
-    """Reader keyword arguments from the CLI's --format, --text-col (comma separated), --label-col."""
+def reader_options(
+    fmt: str | None = None,
+    text_col: str | None = None,
+    label_col: str | None = None,
+    label_sep: str | None = None,
+    multi_label: bool = False,
+) -> dict:
+    """Reader keyword arguments from the CLI's --format, --text-col (comma separated), --label-col,
+    --label-sep (several labels in one CSV/TSV cell) and --multi-label (every document a set of labels)."""
     opts: dict = {}
+    if label_sep:
+        opts["label_sep"] = label_sep
+    if multi_label:
+        opts["multi_label"] = True
     if fmt:
         opts["format"] = fmt
     if text_col:
@@ -38,7 +49,14 @@ def reader_options(fmt: str | None = None, text_col: str | None = None, label_co
 
 
 def read_evaluation_corpus(
-    data: str, split: str | None = None, fmt=None, text_col=None, label_col=None, ignore_labels: bool = False
+    data: str,
+    split: str | None = None,
+    fmt=None,
+    text_col=None,
+    label_col=None,
+    ignore_labels: bool = False,
+    label_sep: str | None = None,
+    multi_label: bool = False,
 ):
     """One split of a source: the one asked for, else its test split, else all of it (never its train split unasked).
 
@@ -46,7 +64,7 @@ def read_evaluation_corpus(
     """
     from docattn.data.readers import read_splits
 
-    options = reader_options(fmt, text_col, label_col)
+    options = reader_options(fmt, text_col, label_col, label_sep, multi_label)
     if ignore_labels:
         options["ignore_labels"] = True
     splits = read_splits(resolve_source(data), **options)
