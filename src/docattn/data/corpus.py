@@ -21,6 +21,7 @@ class Corpus:
     files); when ``sentences`` is None the text processor splits ``texts`` itself.
     ``classes`` is the class order the source defines (``classes.txt``, folder names); None
     lets the label map sort the labels it sees.
+    A ``multi_label`` corpus gives each document a tuple of labels (possibly empty), never a bare label.
     """
 
     texts: list[str]
@@ -31,6 +32,7 @@ class Corpus:
     classes: list[Hashable] | None = None
     stats: dict[str, int] = field(default_factory=dict)  # e.g. {"skipped_empty": 3, "decode_errors": 1}
     rationales: list[dict] | None = None  # ground truth of the embedded corpus: deciding sentences/words
+    multi_label: bool = False  # labels[i] is a tuple of labels (several, one or none)
 
     def __post_init__(self) -> None:
         n = len(self.texts)
@@ -40,10 +42,14 @@ class Corpus:
             raise DataError(f"{self.source}: {n} texts but {len(self.sentences)} sentence lists")
         if self.ids is None:
             self.ids = [str(i) for i in range(n)]
+        if self.multi_label and self.labels is not None:
+            self.labels = [tuple(y) if isinstance(y, (list, tuple)) else (y,) for y in self.labels]
 
     def without_labels(self) -> Corpus:
         """The same documents with no labels, so encoding never checks them against a model's classes."""
-        return Corpus(texts=self.texts, sentences=self.sentences, ids=self.ids, source=self.source)
+        return Corpus(
+            texts=self.texts, sentences=self.sentences, ids=self.ids, source=self.source, multi_label=self.multi_label
+        )
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -59,6 +65,7 @@ class Corpus:
             rationales=pick(self.rationales),
             source=self.source,
             classes=self.classes,
+            multi_label=self.multi_label,
         )
 
 
