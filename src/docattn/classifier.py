@@ -14,7 +14,6 @@ from docattn.data.encoding import EncodedCorpus, encode_corpus
 from docattn.data.prepare import DataSettings, PreparedData, prepare
 from docattn.data.text import SPECIAL_TOKENS, TextConfig, Vocabulary
 from docattn.errors import ConfigError, DataError, DocattnError, checked_values
-from docattn.models.contract import is_one_shot
 from docattn.training.config import TrainConfig
 
 _DATA_FIELDS = {f.name for f in fields(DataSettings)} - {"text"}
@@ -157,9 +156,10 @@ class DocumentClassifier:
 
             from docattn.training.trainer import GUARDRAIL_ADVICE
 
+            score = "micro_f1" if self.labels.multi_label else "accuracy"
             warnings.warn(
-                f"validation accuracy {verdict['model']['accuracy']:.4f} against the tf-idf baseline's "
-                f"{verdict['baseline']['accuracy']:.4f}: {GUARDRAIL_ADVICE}",
+                f"validation {score.replace('_', '-')} {verdict['model'][score]:.4f} against the tf-idf "
+                f"baseline's {verdict['baseline'][score]:.4f}: {GUARDRAIL_ADVICE}",
                 UserWarning,
                 stacklevel=2,
             )
@@ -172,8 +172,11 @@ class DocumentClassifier:
         from docattn.models import create_model
         from docattn.training.trainer import train_model
 
-        present = np.unique(data.splits["train"].labels)
-        if len(present) < 2:
+        train_labels = data.splits["train"].labels
+        if data.labels.multi_label:
+            if not np.asarray(train_labels).any():
+                raise DataError("training data: no document has a label; a multi-label classifier needs some")
+        elif len(present := np.unique(train_labels)) < 2:
             raise DataError(
                 f"training data: every document has the label {data.labels.classes[present[0]]!r}; "
                 "a classifier needs at least 2 classes"
@@ -301,7 +304,7 @@ class DocumentClassifier:
         like any other, from no words (the model's answer for a blank text), so each input keeps its row;
         ``docattn predict`` reads files, whose readers drop empty records, and says how many it skipped.
         """
-        from docattn.training.inference import predict_logits, softmax
+        from docattn.training.inference import probabilities
 
         if batch_size < 1:
             raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
@@ -309,10 +312,7 @@ class DocumentClassifier:
         if _no_documents(texts):
             return np.zeros((0, len(self.labels)), dtype=np.float32)
         enc = self.encode(texts)
-        if is_one_shot(self.model):
-            probs = self.model.predict_proba_encoded(enc)
-        else:
-            probs = softmax(predict_logits(self.model, enc, batch_size, self.limits))
+        probs = probabilities(self.model, enc, batch_size, self.limits, self.labels.multi_label)
         if not np.isfinite(probs).all():  # argmax of NaN is class 0: a silent, wrong answer
             bad = int((~np.isfinite(probs).all(1)).sum())
             raise DocattnError(
@@ -321,17 +321,28 @@ class DocumentClassifier:
             )
         return probs
 
-    def predict(self, texts, batch_size: int = 256) -> list[Hashable]:
-        """The most probable class of each document (an empty list for no documents; see ``predict_proba``)."""
+    def predict(self, texts, batch_size: int = 256) -> list:
+        """The most probable class of each document (an empty list for no documents; see ``predict_proba``);
+        a multi-label model gives each document the list of classes at or over their decision thresholds."""
         self._check_fitted()
-        return self.labels.decode(self.predict_proba(texts, batch_size).argmax(1))
+        probs = self.predict_proba(texts, batch_size)
+        if self.labels.multi_label:
+            return self.labels.decode_sets(self.labels.decide(probs))
+        return self.labels.decode(probs.argmax(1))
 
     def score(self, texts, labels) -> float:
-        """Accuracy on ``texts``; labels unseen in training are an error."""
+        """Accuracy on ``texts`` (multi-label: subset accuracy, every label of a document right, as
+        scikit-learn's ``score``); labels unseen in training are an error, for multi-label they are dropped."""
         self._check_fitted()
         corpus = to_corpus(texts, labels)
+        probs = self.predict_proba(corpus)
+        if self.labels.multi_label:
+            if not corpus.multi_label:
+                corpus = Corpus(corpus.texts, corpus.labels, corpus.sentences, multi_label=True)
+            gold, _ = self.labels.encode_sets(corpus.labels)
+            return float((gold == self.labels.decide(probs)).all(1).mean())
         gold = np.asarray(self.labels.encode(corpus.labels, "evaluation data"))
-        return float((self.predict_proba(corpus).argmax(1) == gold).mean())
+        return float((probs.argmax(1) == gold).mean())
 
     def explain(self, texts) -> list[dict]:
         """Per document: prediction, probabilities and attention per sentence and word."""

@@ -99,7 +99,11 @@ class OnnxPredictor:
         return np.stack([r[0] for r in self.run(texts, ("probabilities",), batch_size)]).astype(np.float32)
 
     def predict(self, texts, batch_size: int = 64) -> list:
-        return self.labels.decode(self.predict_proba(texts, batch_size).argmax(1))
+        """The most probable class of each document; multi-label: the list of classes over their thresholds."""
+        probs = self.predict_proba(texts, batch_size)
+        if self.labels.multi_label:
+            return self.labels.decode_sets(self.labels.decide(probs))
+        return self.labels.decode(probs.argmax(1))
 
     def __repr__(self) -> str:
         return f"OnnxPredictor({str(self.path)!r}, model={self.model_name!r})"

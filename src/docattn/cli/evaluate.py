@@ -23,7 +23,8 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     reader: Reader = Reader(),
 ):
-    """Accuracy, macro-F1, per-class precision/recall/F1 and the confusion matrix."""
+    """Accuracy, macro-F1, per-class precision/recall/F1 and the confusion matrix (multi-label: micro- and
+    macro-F1, precision, recall, subset accuracy, Hamming loss and the per-class table)."""
     from docattn.classifier import DocumentClassifier
     from docattn.training.membership import seen_before
     from docattn.training.trainer import evaluate_encoded
@@ -65,6 +66,9 @@ def _print_report(report: dict, classes, warning: str | None) -> None:
     console = Console()
     if warning:
         Console(stderr=True).print(f"[bold yellow]{warning}[/]")
+    if report.get("multi_label"):
+        _print_multi_label(console, report)
+        return
     accuracy, macro_f1 = report["accuracy"], report["macro_f1"]
     console.print(f"{report['documents']} documents: accuracy [bold]{accuracy:.4f}[/], macro-F1 {macro_f1:.4f}")
     if report["baseline"]:
@@ -88,22 +92,50 @@ def _print_report(report: dict, classes, warning: str | None) -> None:
     console.print(cm)
 
 
+def _print_multi_label(console, report: dict) -> None:
+    from rich.table import Table
+
+    console.print(
+        f"{report['documents']} documents: micro-F1 [bold]{report['micro_f1']:.4f}[/], macro-F1 "
+        f"{report['macro_f1']:.4f}, micro precision {report['micro_precision']:.4f}, micro recall "
+        f"{report['micro_recall']:.4f}, subset accuracy {report['accuracy']:.4f}, Hamming loss "
+        f"{report['hamming_loss']:.4f}"
+    )
+    if report["baseline"]:
+        b = report["baseline"]
+        console.print(
+            f"tf-idf logreg baseline fitted with the run: micro-F1 {b['micro_f1']:.4f}, macro-F1 {b['macro_f1']:.4f}"
+        )
+    table = Table("class", "precision", "recall", "F1", "support")
+    for row in sorted(report["per_class"], key=lambda r: -r["support"]):
+        table.add_row(
+            str(row["class"]),
+            f"{row['precision']:.3f}",
+            f"{row['recall']:.3f}",
+            f"{row['f1']:.3f}",
+            str(row["support"]),
+        )
+    console.print(table)
+
+
 def _baseline_report(run: Path, clf, enc) -> dict | None:
     """The guardrail baseline saved with a neural run, scored on the same documents (None where there is none)."""
-    import numpy as np
-
+    from docattn.data.corpus import LabelMap
     from docattn.models import create_model
-    from docattn.training.metrics import classification_report
-    from docattn.training.trainer import Guardrail
+    from docattn.training.run import read_config
+    from docattn.training.trainer import Guardrail, score_probabilities
 
     folder = Path(run) / Guardrail.FOLDER
     if not folder.is_dir():
         return None
     model = create_model("logreg", vocab_size=len(clf.vocab), num_classes=len(clf.labels)).load_artifacts(folder)
-    report = classification_report(
-        np.asarray(enc.labels), model.predict_proba_encoded(enc).argmax(1), clf.labels.classes
-    )
-    return {"model": "logreg", **{k: report[k] for k in ("documents", "accuracy", "macro_f1")}}
+    labels = clf.labels
+    if labels.multi_label:  # the baseline's own thresholds, tuned with the run
+        thresholds = (read_config(run).get("results", {}).get("baseline") or {}).get("thresholds")
+        labels = LabelMap(labels.classes, multi_label=True, thresholds=thresholds)
+    report = score_probabilities(labels, enc.labels, model.predict_proba_encoded(enc))
+    keys = ("documents", "accuracy", "macro_f1", "micro_f1")
+    return {"model": "logreg", **{k: report[k] for k in keys if k in report}}
 
 
 @app.command()
@@ -139,13 +171,15 @@ def predict(
         )
     probs = clf.predict_proba(corpus)
     classes = clf.labels.classes
+    # multi-label: the list of classes at or over their thresholds (each one's probability is beside it)
+    decided = clf.labels.decode_sets(clf.labels.decide(probs)) if clf.labels.multi_label else None
     out = sys.stdout
     for i, p in enumerate(probs):
         out.write(
             json.dumps(
                 {
                     "id": corpus.ids[i],
-                    "prediction": classes[int(p.argmax())],
+                    "prediction": decided[i] if decided is not None else classes[int(p.argmax())],
                     "probabilities": {str(c): round(float(x), 6) for c, x in zip(classes, p)},
                 },
                 ensure_ascii=False,

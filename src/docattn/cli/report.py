@@ -125,10 +125,28 @@ def print_training(console, clf, data) -> None:
             "note: the test documents have no labels (all or some), so they were not evaluated; "
             "docattn predict labels them"
         )
+    if results.get("thresholds"):
+        th = results["thresholds"]
+        v = results["valid"]
+        console.print(
+            f"multi-label: decision thresholds tuned on validation ({th['classes_with_own_threshold']} of "
+            f"{th['classes']} classes their own, the rest {th['global']:g}); validation micro-F1 "
+            f"{v['micro_f1']:.4f}, macro-F1 {v['macro_f1']:.4f}"
+        )
     if "test" in results:
-        t = results["test"]
-        console.print(f"test: accuracy {t['accuracy']:.4f}, macro-F1 {t['macro_f1']:.4f} ({t['documents']} documents)")
+        console.print(f"test: {scores(results['test'])} ({results['test']['documents']} documents)")
     _print_guardrail(console, results)
+
+
+def scores(report: dict) -> str:
+    """A report's headline scores: micro- and macro-F1 and subset accuracy for multi-label, else accuracy and
+    macro-F1."""
+    if report.get("multi_label"):
+        return (
+            f"micro-F1 {report['micro_f1']:.4f}, macro-F1 {report['macro_f1']:.4f}, "
+            f"subset accuracy {report['accuracy']:.4f}"
+        )
+    return f"accuracy {report['accuracy']:.4f}, macro-F1 {report['macro_f1']:.4f}"
 
 
 def human_epoch(epoch) -> str:
@@ -183,12 +201,9 @@ def _print_guardrail(console, results: dict) -> None:
         if results["baseline"].get("sampled")
         else ""
     )
-    console.print(
-        f"validation: this model accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}; tf-idf logreg "
-        f"baseline accuracy {b['accuracy']:.4f}, macro-F1 {b['macro_f1']:.4f}{sample}"
-    )
+    console.print(f"validation: this model {scores(m)}; tf-idf logreg baseline {scores(b)}{sample}")
     if verdict["behind"]:
         console.print(f"[bold yellow]warning[/]: {GUARDRAIL_ADVICE}")
     test = results["baseline"].get("test")
     if test and "test" in results:
-        console.print(f"test: baseline accuracy {test['accuracy']:.4f}, macro-F1 {test['macro_f1']:.4f}")
+        console.print(f"test: baseline {scores(test)}")

@@ -30,7 +30,7 @@ class HierarchicalBatch:
     sentence_index: torch.Tensor  # (B, L) long: row of ``words`` for sentence l of document b
     sentence_mask: torch.Tensor  # (B, L) bool: True on real sentences
     sentence_doc: torch.Tensor  # (S,) long: document of each sentence row
-    labels: torch.Tensor  # (B,) long, -1 when unlabelled
+    labels: torch.Tensor  # (B,) long, -1 when unlabelled; multi-label: (B, C) float 0/1
     documents: torch.Tensor  # (B,) long: index of each document in its corpus
 
     layout = "hierarchical"
@@ -50,7 +50,7 @@ class HierarchicalBatch:
 class FlatBatch:
     tokens: torch.Tensor  # (B, T) long
     mask: torch.Tensor  # (B, T) bool
-    labels: torch.Tensor  # (B,) long
+    labels: torch.Tensor  # (B,) long; multi-label: (B, C) float 0/1
     documents: torch.Tensor  # (B,) long
 
     layout = "flat"
@@ -87,7 +87,7 @@ def hierarchical_batch(
     return HierarchicalBatch(
         **arrays,
         sentence_doc=torch.repeat_interleave(torch.arange(len(docs)), n_sent),
-        labels=torch.from_numpy(np.asarray(corpus.labels[docs], dtype=np.int64)),
+        labels=label_tensor(corpus, docs),
         documents=torch.from_numpy(docs),
     )
 
@@ -106,9 +106,16 @@ def flat_batch(
     return FlatBatch(
         tokens=torch.from_numpy(arrays["tokens"]),
         mask=torch.from_numpy(arrays["mask"]),
-        labels=torch.from_numpy(np.asarray(corpus.labels[docs], dtype=np.int64)),
+        labels=label_tensor(corpus, docs),
         documents=torch.from_numpy(docs),
     )
+
+
+def label_tensor(corpus: EncodedCorpus, docs: np.ndarray) -> torch.Tensor:
+    """Class indices (long), or for multi-label data 0/1 rows (float: what binary cross-entropy takes)."""
+    if corpus.multi_label:
+        return torch.from_numpy(np.asarray(corpus.labels[docs], dtype=np.float32))
+    return torch.from_numpy(np.asarray(corpus.labels[docs], dtype=np.int64))
 
 
 class BucketBatchSampler(torch.utils.data.Sampler):

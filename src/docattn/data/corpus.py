@@ -104,11 +104,29 @@ def to_corpus(texts, labels=None, source: str = "input") -> Corpus:
         labels = list(labels)
         if len(labels) != len(texts):
             raise DataError(f"{source}: {len(texts)} documents but {len(labels)} labels")
+        if any(isinstance(y, _LABEL_SETS) for y in labels):  # a list of label lists: multi-label documents
+            labels = [_label_set(y, i, source) for i, y in enumerate(labels)]
+            return Corpus(texts=texts, labels=labels, sentences=sentences, source=source, stats=stats, multi_label=True)
         missing = [i for i, y in enumerate(labels) if _is_missing(y)]
         if missing:
             raise DataError(f"{source}: document {missing[0]} has no label")
         labels = [y.item() if isinstance(y, np.generic) else y for y in labels]
     return Corpus(texts=texts, labels=labels, sentences=sentences, source=source, stats=stats)
+
+
+# a document's labels given as one of these is a set of labels; a tuple stays one label, as it always was
+_LABEL_SETS = (list, set, frozenset, np.ndarray)
+
+
+def _label_set(labels, i: int, source: str) -> tuple:
+    if not isinstance(labels, _LABEL_SETS):
+        raise DataError(
+            f"{source}: document {i} has the label {labels!r} where others have lists of labels; "
+            "give every document a list (multi-label), or every one a single label"
+        )
+    items = sorted(labels, key=_sort_key) if isinstance(labels, (set, frozenset)) else list(labels)
+    items = [y.item() if isinstance(y, np.generic) else y for y in items]
+    return tuple(dict.fromkeys(y for y in items if not _is_missing(y)))  # once each, in the order given
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -155,10 +173,21 @@ def _sort_key(label: Hashable) -> tuple:
 
 
 class LabelMap:
-    """Ordered classes; index i is the model's output i. Saved as a JSON list in config.json."""
+    """Ordered classes; index i is the model's output i. Saved as a JSON list in config.json.
 
-    def __init__(self, classes: Iterable[Hashable]):
+    A multi-label map (``multi_label``) gives each document a set of classes: output i is the probability
+    that class i applies, and ``thresholds`` (one per class, tuned on validation) decide which do. It is
+    saved as {"classes", "multi_label", "thresholds"}.
+    """
+
+    DEFAULT_THRESHOLD = 0.5  # a class applies when its probability reaches this, until thresholds are tuned
+
+    def __init__(self, classes: Iterable[Hashable], multi_label: bool = False, thresholds=None):
+        self.multi_label = bool(multi_label)
+        self.thresholds = None if thresholds is None else np.asarray(thresholds, dtype=np.float64)
         self.classes: list[Hashable] = list(classes)
+        if self.thresholds is not None and self.thresholds.shape != (len(self.classes),):
+            raise DataError(f"{len(self.thresholds)} decision thresholds for {len(self.classes)} classes")
         if not self.classes:
             raise DataError("no classes: the training data has no labels")
         for label in self.classes:
@@ -181,9 +210,14 @@ class LabelMap:
                 )
 
     @classmethod
-    def from_labels(cls, labels: Iterable[Hashable], classes: Sequence[Hashable] | None = None) -> LabelMap:
-        """Classes in the source's order when given, else sorted; labels outside ``classes`` are an error."""
+    def from_labels(
+        cls, labels: Iterable[Hashable], classes: Sequence[Hashable] | None = None, multi_label: bool = False
+    ) -> LabelMap:
+        """Classes in the source's order when given, else sorted; labels outside ``classes`` are an error.
+        ``multi_label``: each of ``labels`` is a tuple of classes."""
         labels = list(labels)
+        if multi_label:
+            labels = [x for y in labels for x in y]
         for i, label in enumerate(labels):
             _check_hashable(label, i)
         seen = set(labels)
@@ -191,8 +225,8 @@ class LabelMap:
             unknown = seen - set(classes)
             if unknown:
                 raise DataError(f"labels {sorted(map(str, unknown))} are not among the classes {list(classes)}")
-            return cls(classes)
-        return cls(sorted(seen, key=_sort_key))
+            return cls(classes, multi_label)
+        return cls(sorted(seen, key=_sort_key), multi_label)
 
     def encode(self, labels: Iterable[Hashable], source: str = "", ids: Sequence[str] | None = None) -> list[int]:
         """Indices of ``labels``; a label unseen in training is a clear error naming it and where it is.
@@ -203,13 +237,7 @@ class LabelMap:
         out = []
         for i, label in enumerate(labels):
             _check_hashable(label, i, source, ids)
-            idx = self.index.get(label)
-            if idx is None:  # "3", "True" or "1.5" from a text file vs 3, True or 1.5 in the map, and the reverse
-                text = label if isinstance(label, str) else str(label)
-                idx = self.index[self.by_text[text]] if text in self.by_text else None
-            if idx is None and isinstance(label, str) and re.fullmatch(r"[+-]?[0-9]+", label.strip()):
-                idx = self.index.get(int(label))  # "03" (a label folder) vs 3; never a bool class (1 == True)
-                idx = idx if idx is not None and type(self.classes[idx]) is int else None
+            idx = self._index_of(label)
             if idx is None:
                 raise DataError(
                     f"{_document(i, source, ids)} has label {label!r}, unseen in training (known: {self.classes})"
@@ -217,17 +245,58 @@ class LabelMap:
             out.append(idx)
         return out
 
+    def encode_sets(self, labels: Iterable[tuple]) -> tuple[np.ndarray, int]:
+        """(n_documents, n_classes) 0/1 matrix of multi-label ``labels``, and how many labels were dropped
+        as unseen in training: a rare label only in the test split is common, and no model can predict it."""
+        rows = list(labels)
+        matrix = np.zeros((len(rows), len(self.classes)), dtype=np.int8)
+        unseen = 0
+        for i, row in enumerate(rows):
+            for label in row:
+                idx = self._index_of(label)
+                if idx is None:
+                    unseen += 1
+                else:
+                    matrix[i, idx] = 1
+        return matrix, unseen
+
+    def _index_of(self, label: Hashable) -> int | None:
+        idx = self.index.get(label)
+        if idx is None:  # "3", "True" or "1.5" from a text file vs 3, True or 1.5 in the map, and the reverse
+            text = label if isinstance(label, str) else str(label)
+            idx = self.index[self.by_text[text]] if text in self.by_text else None
+        if idx is None and isinstance(label, str) and re.fullmatch(r"[+-]?[0-9]+", label.strip()):
+            idx = self.index.get(int(label))  # "03" (a label folder) vs 3; never a bool class (1 == True)
+            idx = idx if idx is not None and type(self.classes[idx]) is int else None
+        return idx
+
+    def decide(self, probs: np.ndarray) -> np.ndarray:
+        """0/1 decisions of multi-label probabilities (n, n_classes): each class against its threshold."""
+        cut = self.thresholds if self.thresholds is not None else self.DEFAULT_THRESHOLD
+        return (np.asarray(probs) >= cut).astype(np.int8)
+
+    def decode_sets(self, decisions: np.ndarray) -> list[list[Hashable]]:
+        return [[self.classes[j] for j in np.flatnonzero(row)] for row in np.asarray(decisions)]
+
     def decode(self, indices: Iterable[int]) -> list[Hashable]:
         return [self.classes[int(i)] for i in indices]
 
     def __len__(self) -> int:
         return len(self.classes)
 
-    def to_json(self) -> list[Any]:
-        return [_to_json(c) for c in self.classes]
+    def to_json(self) -> list[Any] | dict:
+        classes = [_to_json(c) for c in self.classes]
+        if not self.multi_label:
+            return classes
+        thresholds = None if self.thresholds is None else [round(float(t), 6) for t in self.thresholds]
+        return {"classes": classes, "multi_label": True, "thresholds": thresholds}
 
     @classmethod
-    def from_json(cls, data: list[Any]) -> LabelMap:
+    def from_json(cls, data: list[Any] | dict) -> LabelMap:
+        if isinstance(data, dict):
+            if not isinstance(data.get("classes"), list):
+                raise DataError("saved labels have no list of classes")
+            return cls((_from_json(c) for c in data["classes"]), bool(data.get("multi_label")), data.get("thresholds"))
         return cls(_from_json(c) for c in data)
 
 

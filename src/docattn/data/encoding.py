@@ -33,7 +33,16 @@ class EncodedCorpus:
     tokens: np.ndarray  # (n_tokens,) int32
     sentence_offsets: np.ndarray  # (n_sentences + 1,) int64
     document_offsets: np.ndarray  # (n_documents + 1,) int64
-    labels: np.ndarray  # (n_documents,) int64, -1 where unlabelled
+    labels: np.ndarray  # (n_documents,) int64, -1 where unlabelled; multi-label: (n_documents, n_classes) 0/1 int8
+
+    @property
+    def multi_label(self) -> bool:
+        return np.ndim(self.labels) == 2
+
+    @property
+    def labelled(self) -> bool:
+        """Whether every document has its label(s): what scoring a split needs."""
+        return self.multi_label or bool((np.asarray(self.labels) >= 0).all())
 
     def __len__(self) -> int:
         return len(self.document_offsets) - 1
@@ -68,7 +77,7 @@ class EncodedCorpus:
             tokens=np.ascontiguousarray(toks, dtype=np.int32),
             sentence_offsets=_offsets(t_count),
             document_offsets=_offsets(s_count),
-            labels=np.asarray(self.labels)[docs].astype(np.int64),
+            labels=np.asarray(self.labels)[docs].astype(self.labels.dtype),
         )
 
     def save(self, folder: str | Path) -> None:
@@ -102,6 +111,13 @@ class EncodedCorpus:
             int(np.min(self.tokens)) < 0 or (vocab_size is not None and int(np.max(self.tokens)) >= vocab_size)
         ):
             return f"token ids outside the vocabulary of {vocab_size}"
+        if self.multi_label:
+            labels = np.asarray(self.labels)
+            if len(labels) != len(d) - 1 or (num_classes is not None and labels.shape[1] != num_classes):
+                return f"a label matrix that is not one row per document of {num_classes} classes"
+            if labels.size and (int(labels.min()) < 0 or int(labels.max()) > 1):
+                return "a label matrix that is not 0/1"
+            return None
         if len(self.labels) != len(d) - 1 or (
             num_classes is not None
             and len(self.labels)
@@ -163,13 +179,27 @@ def encode_ids(doc_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.nda
     return tokens.astype(np.int32), _offsets(sent_len), _offsets(sentences_per_doc)
 
 
-def encode_corpus(corpus: Corpus, vocab: Vocabulary, label_map: LabelMap | None) -> EncodedCorpus:
-    """Tokenize and encode raw documents with a fixed vocabulary (labels via ``label_map``)."""
+def encode_corpus(
+    corpus: Corpus, vocab: Vocabulary, label_map: LabelMap | None, stats: dict | None = None
+) -> EncodedCorpus:
+    """Tokenize and encode raw documents with a fixed vocabulary (labels via ``label_map``); a multi-label
+    corpus drops labels unseen in training, counted in ``stats["unseen_labels"]``."""
     if len(corpus) == 0:
         raise DataError(f"{corpus.source or 'input'}: no documents to encode")
     strings = documents_to_strings(corpus.texts, corpus.sentences, vocab.text_config)
     tokens, sent_off, doc_off = encode_ids(vocab.encode_strings(strings))
-    if corpus.labels is not None and label_map is not None:
+    if corpus.labels is not None and label_map is not None and label_map.multi_label:
+        # one label per document is a set of one for a multi-label model
+        rows = corpus.labels if corpus.multi_label else [(y,) for y in corpus.labels]
+        labels, unseen = label_map.encode_sets(rows)
+        if stats is not None and unseen:
+            stats["unseen_labels"] = stats.get("unseen_labels", 0) + unseen
+    elif corpus.labels is not None and label_map is not None:
+        if corpus.multi_label:
+            raise DataError(
+                f"{corpus.source or 'input'}: documents with sets of labels for a single-label model; "
+                "train a multi-label model on such data"
+            )
         labels = np.asarray(label_map.encode(corpus.labels, corpus.source, corpus.ids), dtype=np.int64)
     else:
         labels = np.full(len(corpus), -1, dtype=np.int64)

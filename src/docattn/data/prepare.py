@@ -106,7 +106,7 @@ def prepare(
         raise DataError(f"{train.source or 'training data'}: documents have no labels")
     t0 = time.perf_counter()
     LabelMap.from_labels(
-        train.labels, train.classes
+        train.labels, train.classes, train.multi_label
     )  # labels checked under the user's own document numbers, before splits
     if settings.test_fraction is not None or settings.cv_folds is not None:
         if test is not None:
@@ -117,29 +117,43 @@ def prepare(
         from docattn.data.splits import held_out_split
 
         tr_idx, te_idx = held_out_split(
-            train.labels, settings.test_fraction, settings.cv_folds, settings.cv_fold, settings.split_seed
+            _strata(train), settings.test_fraction, settings.cv_folds, settings.cv_fold, settings.split_seed
         )
         train, test = train.subset(tr_idx), train.subset(te_idx)
     if valid is None:
-        tr_idx, va_idx = stratified_split(train.labels, settings.valid_fraction, settings.split_seed)
+        tr_idx, va_idx = stratified_split(_strata(train), settings.valid_fraction, settings.split_seed)
         train, valid = train.subset(tr_idx), train.subset(va_idx)
     elif valid.labels is None:
         raise DataError(
             f"{valid.source or 'validation data'}: documents have no labels; validation needs them "
             "to choose the best weights"
         )
-    label_map = LabelMap.from_labels(train.labels, train.classes)
+    label_map = LabelMap.from_labels(train.labels, train.classes, train.multi_label)
     train_strings = documents_to_strings(train.texts, train.sentences, settings.text)
     vocab = Vocabulary.build(train_strings, settings.text, settings.min_count, settings.max_vocab)
-    splits = {"train": encode_corpus(train, vocab, label_map), "valid": encode_corpus(valid, vocab, label_map)}
+    dropped: dict = {}  # labels of validation or test documents that training never saw (multi-label)
+    splits = {
+        "train": encode_corpus(train, vocab, label_map),
+        "valid": encode_corpus(valid, vocab, label_map, dropped),
+    }
     if test is not None:
-        splits["test"] = encode_corpus(test, vocab, label_map)
+        splits["test"] = encode_corpus(test, vocab, label_map, dropped)
     info = {
         "documents": {k: len(v) for k, v in splits.items()},
         "vocab_size": len(vocab),
         "seconds": round(time.perf_counter() - t0, 2),
+        **dropped,
     }
     return PreparedData(vocab, label_map, splits, info)
+
+
+def _strata(corpus: Corpus) -> list:
+    """What splits stratify on: the labels, or for multi-label documents each one's rarest label."""
+    if corpus.multi_label:
+        from docattn.data.splits import label_set_strata
+
+        return label_set_strata(corpus.labels)
+    return corpus.labels
 
 
 def read_inputs(train_path, valid_path=None, test_path=None, reader_options: dict | None = None) -> dict[str, Corpus]:

@@ -9,6 +9,21 @@ import numpy as np
 from docattn.errors import ConfigError, DataError
 
 
+def label_set_strata(labels) -> list[str]:
+    """One stratum per document of multi-label data (tuples of labels, or a 0/1 matrix): its rarest label.
+    Stratifying on whole label sets would make most sets a class of one; the rarest label keeps each
+    label's share in both parts, which matters most for the rare ones."""
+    if isinstance(labels, np.ndarray) and labels.ndim == 2:
+        counts = labels.sum(0)
+        rarity = np.where(labels > 0, counts[None, :], np.iinfo(np.int64).max)
+        return [str(int(j)) if labels[i, j] else "" for i, j in enumerate(rarity.argmin(1))]
+    counts: dict = {}
+    for row in labels:
+        for label in row:
+            counts[label] = counts.get(label, 0) + 1
+    return [str(min(row, key=lambda y: (counts[y], str(y)))) if row else "" for row in labels]
+
+
 def stratified_split(labels: Sequence[Hashable], fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(train indices, validation indices): ``fraction`` of each class goes to validation.
 

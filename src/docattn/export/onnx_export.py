@@ -110,14 +110,15 @@ def traceable_layers():
 class _Graph(torch.nn.Module):
     """The model as a function of the batch's tensors: probabilities first, then the chosen attention weights."""
 
-    def __init__(self, model: torch.nn.Module, attention_keys: tuple[str, ...]):
+    def __init__(self, model: torch.nn.Module, attention_keys: tuple[str, ...], multi_label: bool = False):
         super().__init__()
         self.model = model
         self.attention_keys = attention_keys
+        self.multi_label = multi_label
 
     def forward(self, *inputs: torch.Tensor):
         out = self.model(batch_of(self.model.layout, inputs), return_attention=bool(self.attention_keys))
-        probabilities = torch.softmax(out.logits.float(), dim=-1)  # (B, C)
+        probabilities = _probabilities(out.logits.float(), self.multi_label)  # (B, C)
         return (probabilities, *[out.attentions[k].float() for k in self.attention_keys])
 
 
@@ -171,12 +172,19 @@ def _dynamic_axes(layout: str, keys: tuple[str, ...]) -> dict[str, dict[int, str
     return {**axes, "probabilities": {0: "batch"}, **{k: outputs[k] for k in keys}}
 
 
-def trace(model, path: Path, vocab_size: int, attention: bool = True, opset: int = 17) -> tuple[str, ...]:
+def _probabilities(logits: torch.Tensor, multi_label: bool) -> torch.Tensor:
+    """A softmax over classes, or for a multi-label model each class's own sigmoid."""
+    return torch.sigmoid(logits) if multi_label else torch.softmax(logits, dim=-1)
+
+
+def trace(
+    model, path: Path, vocab_size: int, attention: bool = True, opset: int = 17, multi_label: bool = False
+) -> tuple[str, ...]:
     """Write ``model``'s graph to ``path``; returns the attention outputs it has (after "probabilities")."""
     names = input_names(model.layout)
     inputs = _tensors(batch_arrays(sample_corpus(vocab_size, 3, seed=0), np.arange(3), model.layout, {}), names)
     keys = _attention_keys(model, inputs) if attention else ()
-    graph = _Graph(export_friendly(model), keys).eval()
+    graph = _Graph(export_friendly(model), keys, multi_label).eval()
     with warnings.catch_warnings(), torch.no_grad(), traceable_layers():
         warnings.simplefilter("ignore")  # the tracer's notes on Python values it records as constants
         torch.onnx.export(
@@ -192,7 +200,9 @@ def trace(model, path: Path, vocab_size: int, attention: bool = True, opset: int
     return keys
 
 
-def differences(model, path: Path, keys: tuple[str, ...], vocab_size: int) -> dict[str, float]:
+def differences(
+    model, path: Path, keys: tuple[str, ...], vocab_size: int, multi_label: bool = False
+) -> dict[str, float]:
     """Largest |graph - PyTorch| of the probabilities and of the attention weights, on batches of other shapes
     than the traced one (five longer documents, then a single one), PyTorch running the unmodified model."""
     import onnxruntime as ort
@@ -206,7 +216,8 @@ def differences(model, path: Path, keys: tuple[str, ...], vocab_size: int) -> di
         )
         with torch.no_grad():
             out = model(batch_of(model.layout, _tensors(arrays, names)), return_attention=bool(keys))
-        expected = [torch.softmax(out.logits.float(), -1).numpy()] + [out.attentions[k].float().numpy() for k in keys]
+        expected = [_probabilities(out.logits.float(), multi_label).numpy()]
+        expected += [out.attentions[k].float().numpy() for k in keys]
         got = session.run(["probabilities", *keys], {k: arrays[k] for k in names})
         for i, (a, b) in enumerate(zip(got, expected)):
             if a.shape != b.shape:
@@ -264,8 +275,9 @@ def export_run(run_dir: Path, out_dir: Path, attention: bool = True, opset: int 
     with tempfile.TemporaryDirectory(prefix="docattn-onnx-") as tmp:
         graph_path = Path(tmp) / MODEL_FILE
         try:
-            keys = trace(run.model, graph_path, vocab_size, attention, opset)
-            worst = differences(run.model, graph_path, keys, vocab_size)
+            multi = run.labels.multi_label
+            keys = trace(run.model, graph_path, vocab_size, attention, opset, multi)
+            worst = differences(run.model, graph_path, keys, vocab_size, multi)
         except ExportError as err:
             raise ExportError(f"model {run.model_name!r} does not export to ONNX: {err}") from None
         except Exception as err:  # the tracer's and the runtime's many error types: one line naming the model

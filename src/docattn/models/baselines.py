@@ -35,7 +35,7 @@ from docattn.models.output import ModelOutput
 HCAN_PAPER = "Gao et al. 2018, Hierarchical Convolutional Attention Networks (Table 2 baselines)"
 ARTIFACTS = "model.safetensors"
 ARRAYS = ("feature_keys", "idf", "weight", "bias", "classes")
-LINKS = ("softmax", "binary", "ovr")  # how weight rows become probabilities
+LINKS = ("softmax", "binary", "ovr", "sigmoid")  # how weight rows become probabilities (sigmoid: multi-label)
 
 
 def _penalty_arguments(penalty: str) -> dict:
@@ -230,7 +230,10 @@ class TfidfBaseline(BagModel):
         if vocab is not None and len(vocab) != self.vocab_size:
             raise ConfigError(f"model built for {self.vocab_size} words but the vocabulary has {len(vocab)}")
         y = np.asarray(enc.labels, dtype=np.int64)
-        if len(y) == 0 or (y < 0).any() or (y >= self.num_classes).any():
+        if enc.multi_label:
+            if y.shape[1:] != (self.num_classes,):
+                raise DataError(f"a multi-label training matrix of {y.shape[1:]} classes for {self.num_classes}")
+        elif len(y) == 0 or (y < 0).any() or (y >= self.num_classes).any():
             raise DataError(f"training labels must be class indices 0..{self.num_classes - 1} for every document")
         docs, keys = ngram_keys(enc, self.vocab_size, cfg.ngram_max)
         uniq, inverse = np.unique(keys, return_inverse=True)
@@ -249,7 +252,10 @@ class TfidfBaseline(BagModel):
         counts = count_matrix(docs[occ], column[inverse[occ]], len(enc), int(keep.sum()))
         idf = TfidfTransformer(sublinear_tf=cfg.sublinear_tf).fit(counts).idf_.astype(np.float64)
         X = tfidf(counts, idf, cfg.sublinear_tf)
-        weight, bias, classes, link = self._fit_classifier(X, y, class_weights)
+        if enc.multi_label:
+            weight, bias, classes, link = self._fit_per_class(X, y, class_weights)
+        else:
+            weight, bias, classes, link = self._fit_classifier(X, y, class_weights)
         self.arrays = {
             "feature_keys": uniq[keep].astype(np.int64),
             "idf": idf,
@@ -294,6 +300,36 @@ class TfidfBaseline(BagModel):
         lr = make().fit(X, y, sample_weight=sample_weight)
         return lr.coef_, lr.intercept_, lr.classes_, "softmax"
 
+    def _fit_per_class(self, X: sp.csr_matrix, Y: np.ndarray, positive_weights: np.ndarray | None = None):
+        """Multi-label: one binary classifier per class (one-vs-rest), each a sigmoid over its own weight row.
+        Naive Bayes becomes its two-class log-odds, so the sigmoid gives exactly its posterior. A class with no
+        positive (or no negative) training document gets a constant answer."""
+        cfg = self.config
+        k = Y.shape[1]
+        weight, bias = np.zeros((k, X.shape[1])), np.zeros(k)
+        for c in range(k):
+            y = Y[:, c].astype(np.int64)
+            positives = int(y.sum())
+            if positives in (0, len(y)):
+                bias[c] = 20.0 if positives else -20.0  # sigmoid ~1 or ~0: all the training data says
+                continue
+            sample_weight = None if positive_weights is None else np.where(y == 1, positive_weights[c], 1.0)
+            if cfg.classifier == "nb":
+                from sklearn.naive_bayes import MultinomialNB
+
+                nb = MultinomialNB(alpha=cfg.alpha).fit(X, y, sample_weight=sample_weight)
+                weight[c] = nb.feature_log_prob_[1] - nb.feature_log_prob_[0]
+                bias[c] = nb.class_log_prior_[1] - nb.class_log_prior_[0]
+                continue
+            from sklearn.linear_model import LogisticRegression
+
+            solver = "liblinear" if cfg.solver == "auto" else cfg.solver
+            lr = LogisticRegression(
+                C=cfg.C, solver=solver, max_iter=cfg.max_iter, random_state=0, **_penalty_arguments(cfg.penalty)
+            ).fit(X, y, sample_weight=sample_weight)
+            weight[c], bias[c] = lr.coef_[0], lr.intercept_[0]
+        return weight, bias, np.arange(k), "sigmoid"
+
     # ------------------------------------------------------------------ inference
     def _check_fitted(self) -> None:
         if not self.fitted:
@@ -313,6 +349,8 @@ class TfidfBaseline(BagModel):
         elif self.link == "ovr":
             part = _sigmoid(z)
             part = part / part.sum(axis=1, keepdims=True)
+        elif self.link == "sigmoid":  # multi-label: each class's own probability, not normalised
+            part = _sigmoid(z)
         else:
             part = _softmax(z)
         probs = np.zeros((len(enc), self.num_classes), dtype=np.float64)

@@ -62,6 +62,8 @@ def _lines(enc: EncodedCorpus, labels: np.ndarray | None = None) -> list[str]:
     docs = [" ".join(map(str, tokens[a:b].tolist())) for a, b in zip(start[:-1], start[1:])]
     if labels is None:
         return docs
+    if labels.ndim == 2:  # multi-label: every class of the document as its own __label__ token
+        return [" ".join([*(f"__label__{j}" for j in np.flatnonzero(row)), d]) for row, d in zip(labels, docs)]
     return [f"__label__{y} {d}" for y, d in zip(labels.tolist(), docs)]
 
 
@@ -100,7 +102,7 @@ class FastTextLib(BagModel):
             )
         ft = _library()
         y = np.asarray(enc.labels, dtype=np.int64)
-        if len(y) == 0 or (y < 0).any() or (y >= self.num_classes).any():
+        if not enc.multi_label and (len(y) == 0 or (y < 0).any() or (y >= self.num_classes).any()):
             raise DataError(f"training labels must be class indices 0..{self.num_classes - 1} for every document")
         cfg = self.config
         with tempfile.TemporaryDirectory() as tmp:
@@ -117,6 +119,7 @@ class FastTextLib(BagModel):
                 thread=cfg.threads,
                 seed=seed,
                 verbose=0,
+                loss="ova" if enc.multi_label else "softmax",  # ova: one independent sigmoid per class
             )
         return self
 
@@ -128,7 +131,8 @@ class FastTextLib(BagModel):
         for i, line in enumerate(_lines(enc)):
             for p, label in self.ft.f.predict(line + "\n", self.num_classes, 0.0, "strict"):
                 probs[i, int(label[len("__label__") :])] = p
-        probs /= np.maximum(probs.sum(1, keepdims=True), np.finfo(np.float64).tiny)
+        if not str(self.ft.f.getArgs().loss).endswith("ova"):  # multi-label probabilities are not normalised
+            probs /= np.maximum(probs.sum(1, keepdims=True), np.finfo(np.float64).tiny)
         return probs
 
     def n_parameters(self) -> int:

@@ -222,15 +222,16 @@ def _api_routes(app, served: dict, batchers: dict, limits: Limits, executor) -> 
         run = pick(body.model, model)
         docs = _documents(body, limits)
         probs = await batchers[(run.name, isinstance(docs[0], list))].submit(docs)
-        classes = run.clf.classes_
+        classes, labels = run.clf.classes_, run.clf.labels
+        decided = labels.decode_sets(labels.decide(probs)) if labels.multi_label else None  # lists of classes
         return {
             "model": run.name,
             "predictions": [
                 {
-                    "prediction": classes[int(p.argmax())],
+                    "prediction": decided[i] if decided is not None else classes[int(p.argmax())],
                     "probabilities": {str(c): float(x) for c, x in zip(classes, p)},
                 }
-                for p in probs
+                for i, p in enumerate(probs)
             ],
         }
 

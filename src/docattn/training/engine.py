@@ -155,11 +155,19 @@ class DocumentData(L.LightningDataModule):
 
 
 class ClassifierModule(L.LightningModule):
-    """Cross-entropy training of any docattn model; validation accuracy, macro-F1 and loss."""
+    """Cross-entropy training of any docattn model (binary cross-entropy per class for multi-label data);
+    validation accuracy, micro- and macro-F1 and loss."""
 
-    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, class_weights=None, per_step_schedule: bool = False):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        cfg: TrainConfig,
+        class_weights=None,
+        per_step_schedule: bool = False,
+        multi_label: bool = False,
+    ):
         super().__init__()
-        self.model, self.cfg = model, cfg
+        self.model, self.cfg, self.multi_label = model, cfg, multi_label
         self._val = []
         # the cosine (and warm-up) as one per-step factor over the steps Lightning plans for this run;
         # without it (the paper recipe) the cosine steps once an epoch over max_epochs
@@ -172,9 +180,14 @@ class ClassifierModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         out = self.model(batch)
-        loss = F.cross_entropy(
-            out.logits.float(), batch.labels, weight=self.class_weights, label_smoothing=self.cfg.label_smoothing
-        )
+        if batch.labels.dim() == 2:  # multi-label: one sigmoid per class; class weights weigh the positives
+            smooth = self.cfg.label_smoothing
+            target = batch.labels * (1 - smooth) + smooth / 2
+            loss = F.binary_cross_entropy_with_logits(out.logits.float(), target, pos_weight=self.class_weights)
+        else:
+            loss = F.cross_entropy(
+                out.logits.float(), batch.labels, weight=self.class_weights, label_smoothing=self.cfg.label_smoothing
+            )
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch))
         for name, value in out.stats.items():
             self.log(name, value, on_step=False, on_epoch=True, batch_size=len(batch))
@@ -182,10 +195,19 @@ class ClassifierModule(L.LightningModule):
 
     def validation_step(self, batch, batch_idx):
         logits = self.model(batch).logits.float()
+        if batch.labels.dim() == 2:  # per class: true positives, predicted, gold (at probability 0.5)
+            gold, pred = batch.labels, (logits >= 0).float()
+            loss = F.binary_cross_entropy_with_logits(logits, gold, reduction="sum")
+            exact = (gold == pred).all(1).sum().float()
+            counts = torch.stack([(gold * pred).sum(0), pred.sum(0), gold.sum(0)])
+            self._val.append((counts, exact, loss, len(gold)))
+            return
         loss = F.cross_entropy(logits, batch.labels, reduction="sum")
         self._val.append((batch.labels, logits.argmax(-1), loss))
 
     def on_validation_epoch_end(self):
+        if self.multi_label:
+            return self._multi_label_validation_end()
         k = self.model.num_classes
         if self._val:
             gold = torch.cat([g for g, _, _ in self._val])
@@ -209,7 +231,30 @@ class ClassifierModule(L.LightningModule):
         present = (cm.sum(1) + cm.sum(0)) > 0  # true or predicted, as classification_report
         self.log("val_acc", (tp.sum() / total).float(), prog_bar=True)
         self.log("val_macro_f1", f1[present].mean().float())
+        self.log("val_micro_f1", (tp.sum() / total).float())  # one class per document: micro-F1 is accuracy
         self.log("val_loss", (loss_sum / total).float())
+
+    def _multi_label_validation_end(self):
+        """Micro- and macro-F1 over classes, subset accuracy (every class right) and the loss per document."""
+        k = self.model.num_classes
+        counts = torch.zeros(3, k, dtype=torch.double, device=self.device)  # tp, predicted, gold per class
+        sums = torch.zeros(3, dtype=torch.double, device=self.device)  # exact, loss, documents
+        for c, exact, loss, n in self._val:
+            counts += c.double()
+            sums += torch.stack([exact.double(), loss.double(), torch.tensor(float(n), device=self.device)])
+        self._val = []
+        if self.trainer.world_size > 1:
+            counts = self.trainer.strategy.reduce(counts, reduce_op="sum")
+            sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
+        tp, predicted, gold = counts
+        f1 = 2 * tp / (predicted + gold).clamp_min(1)
+        present = (predicted + gold) > 0
+        micro = 2 * tp.sum() / (predicted.sum() + gold.sum()).clamp_min(1)
+        docs = sums[2].clamp_min(1)
+        self.log("val_acc", (sums[0] / docs).float(), prog_bar=True)
+        self.log("val_macro_f1", (f1[present].mean() if present.any() else f1.sum() * 0).float())
+        self.log("val_micro_f1", micro.float(), prog_bar=True)
+        self.log("val_loss", (sums[1] / docs).float())
 
     def configure_optimizers(self):
         cfg = self.cfg
@@ -415,7 +460,9 @@ def fit(
         raise ConfigError("fit needs a resolved config (training.recipe.resolve): max_epochs and monitor are unset")
     _quiet_lightning()
     L.seed_everything(cfg.seed, verbose=False)
-    module = ClassifierModule(model, cfg, class_weights, per_step_schedule=cfg.recipe == "auto")
+    module = ClassifierModule(
+        model, cfg, class_weights, per_step_schedule=cfg.recipe == "auto", multi_label=train.multi_label
+    )
     data = DocumentData(train, valid, model.layout, limits, cfg)
     ckpt_path = _resume_from(run_dir, resume)
     # a live bar needs a terminal: redirected to a file it would print nothing until the end

@@ -54,3 +54,20 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     z = logits - logits.max(axis=1, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=1, keepdims=True)
+
+
+def sigmoid(logits: np.ndarray) -> np.ndarray:
+    from scipy.special import expit
+
+    return expit(logits)
+
+
+def probabilities(model, corpus: EncodedCorpus, batch_size: int, limits: dict, multi_label: bool) -> np.ndarray:
+    """(n_documents, n_classes) class probabilities: a softmax over classes, or for a multi-label model one
+    independent probability per class."""
+    from docattn.models.contract import is_one_shot
+
+    if is_one_shot(model):
+        return np.asarray(model.predict_proba_encoded(corpus))
+    logits = predict_logits(model, corpus, batch_size, limits)
+    return sigmoid(logits) if multi_label else softmax(logits)

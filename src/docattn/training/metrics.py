@@ -37,3 +37,59 @@ def classification_report(gold, pred, classes: list) -> dict:
 
 def macro_f1(gold, pred, n_classes: int) -> float:
     return classification_report(gold, pred, list(range(n_classes)))["macro_f1"]
+
+
+def multilabel_report(gold, decisions, classes: list) -> dict:
+    """Multi-label scores of 0/1 matrices (documents x classes): micro- and macro- precision, recall and F1,
+    subset accuracy (``accuracy``: every class of a document right), Hamming loss and a per-class table.
+
+    Macro averages the classes that occur in the gold labels or the decisions, as ``classification_report``."""
+    gold, pred = np.asarray(gold, dtype=bool), np.asarray(decisions, dtype=bool)
+    tp, predicted, support = (gold & pred).sum(0), pred.sum(0), gold.sum(0)
+    precision = np.divide(tp, predicted, out=np.zeros(len(classes)), where=predicted > 0)
+    recall = np.divide(tp, support, out=np.zeros(len(classes)), where=support > 0)
+    f1 = np.divide(2 * tp, predicted + support, out=np.zeros(len(classes)), where=(predicted + support) > 0)
+    present = (predicted + support) > 0
+    micro_p = tp.sum() / max(predicted.sum(), 1)
+    micro_r = tp.sum() / max(support.sum(), 1)
+    nan = float("nan")
+    return {
+        "documents": int(len(gold)),
+        "multi_label": True,
+        "accuracy": float((gold == pred).all(1).mean()) if len(gold) else nan,
+        "micro_f1": float(2 * tp.sum() / max(predicted.sum() + support.sum(), 1)),
+        "micro_precision": float(micro_p),
+        "micro_recall": float(micro_r),
+        "macro_f1": float(f1[present].mean()) if present.any() else nan,
+        "macro_precision": float(precision[present].mean()) if present.any() else nan,
+        "macro_recall": float(recall[present].mean()) if present.any() else nan,
+        "hamming_loss": float((gold != pred).mean()) if gold.size else nan,
+        "per_class": [
+            {"class": c, "precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
+            for c, p, r, f, s in zip(classes, precision, recall, f1, support)
+        ],
+    }
+
+
+THRESHOLD_GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)
+MIN_POSITIVES = 3  # a class's own threshold needs this many validation documents of it; else the global one
+
+
+def tune_thresholds(gold, probs) -> tuple[np.ndarray, float]:
+    """(per-class thresholds, the global threshold) that maximise F1 on validation.
+
+    The global threshold maximises micro-F1 over all classes. A class with at least ``MIN_POSITIVES``
+    validation documents gets the threshold that maximises its own F1 (ties: the one nearest the global);
+    rarer classes keep the global one, since one or two documents would pick a threshold at random."""
+    gold, probs = np.asarray(gold, dtype=bool), np.asarray(probs, dtype=np.float64)
+    support = gold.sum(0)
+    tp = np.stack([((probs >= t) & gold).sum(0) for t in THRESHOLD_GRID])  # (G, C)
+    predicted = np.stack([(probs >= t).sum(0) for t in THRESHOLD_GRID])
+    micro = 2 * tp.sum(1) / np.maximum(predicted.sum(1) + support.sum(), 1)
+    best_global = int(np.argmax(micro))
+    global_t = float(THRESHOLD_GRID[best_global])
+    f1 = np.divide(2 * tp, predicted + support, out=np.zeros(tp.shape), where=(predicted + support) > 0)
+    distance = np.abs(THRESHOLD_GRID - global_t)[:, None]
+    best = np.lexsort((distance.repeat(f1.shape[1], 1), -f1), axis=0)[0]  # highest F1, then nearest the global
+    thresholds = np.where(support >= MIN_POSITIVES, THRESHOLD_GRID[best], global_t)
+    return thresholds, global_t

@@ -62,7 +62,13 @@ def word2vec_passes(cfg: TrainConfig, n_tokens: int) -> int:
 
 
 def class_weights(cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashable]) -> np.ndarray | None:
-    """Per-class loss weights for ``cfg.class_weight`` (None: unweighted); ``labels`` are class indices."""
+    """Per-class loss weights for ``cfg.class_weight`` (None: unweighted); ``labels`` are class indices.
+
+    Multi-label (a 0/1 matrix): the weights are binary cross-entropy's ``pos_weight``, "balanced" being each
+    class's negatives over its positives; "auto" leaves them off, since each class's decision threshold is
+    tuned on validation, which is what weights would otherwise make up for."""
+    if np.ndim(labels) == 2:
+        return _positive_weights(cfg, np.asarray(labels), classes)
     counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=len(classes)).astype(np.float64)
     choice = cfg.class_weight
     if choice == "auto":
@@ -73,6 +79,20 @@ def class_weights(cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashab
         return None
     if choice == "balanced":  # scikit-learn's n / (k * count); a class absent from training keeps weight 1
         return np.where(counts > 0, counts.sum() / (len(classes) * np.maximum(counts, 1)), 1.0)
+    return _named_weights(choice, classes)
+
+
+def _positive_weights(cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashable]) -> np.ndarray | None:
+    choice = cfg.class_weight
+    if choice in ("auto", None):
+        return None
+    if choice == "balanced":  # negatives / positives; a class without positives in training keeps 1
+        positives = labels.sum(0).astype(np.float64)
+        return np.where(positives > 0, (len(labels) - positives) / np.maximum(positives, 1), 1.0)
+    return _named_weights(choice, classes)
+
+
+def _named_weights(choice: dict, classes: Sequence[Hashable]) -> np.ndarray:
     by_name = {str(k): float(v) for k, v in choice.items()}
     unknown = sorted(set(by_name) - {str(c) for c in classes})
     if unknown:
@@ -93,7 +113,12 @@ def resolve(
     if patience is None and cfg.recipe == "auto" and cfg.max_epochs is None:  # epochs given: that many are trained
         steps_per_epoch = max(1, math.ceil(n_documents / cfg.batch_size))
         patience = PATIENCE_EPOCHS * validations_per_epoch(cfg, steps_per_epoch)
-    monitor = cfg.monitor or ("val_macro_f1" if weights is not None else "val_acc")
+    if cfg.monitor:
+        monitor = cfg.monitor
+    elif np.ndim(labels) == 2:  # multi-label: micro-F1, the score such data is compared by
+        monitor = "val_micro_f1"
+    else:
+        monitor = "val_macro_f1" if weights is not None else "val_acc"
     weight_option = cfg.class_weight
     if weight_option == "auto":
         weight_option = "balanced" if weights is not None else None

@@ -116,18 +116,36 @@ def _word2vec_text(data: PreparedData, path: str | None):
 
 def evaluate_encoded(clf, enc) -> dict:
     """Classification report of a fitted classifier on an encoded, labelled split."""
-    from docattn.training.inference import predict_logits, softmax
-    from docattn.training.metrics import classification_report
+    from docattn.training.inference import probabilities
 
     t0 = time.perf_counter()
-    if is_one_shot(clf.model):
-        probs = clf.model.predict_proba_encoded(enc)
-    else:
-        probs = softmax(predict_logits(clf.model, enc, 256, clf.limits))
+    probs = probabilities(clf.model, enc, 256, clf.limits, clf.labels.multi_label)
     seconds = time.perf_counter() - t0
-    report = classification_report(np.asarray(enc.labels), probs.argmax(1), clf.labels.classes)
+    report = score_probabilities(clf.labels, enc.labels, probs)
     report["inference_docs_per_s"] = len(enc) / max(seconds, 1e-9)
     return report
+
+
+def score_probabilities(labels, gold, probs: np.ndarray) -> dict:
+    """The report of ``probs`` against ``gold``: the most probable class, or for a multi-label ``labels``
+    map every class at or over its decision threshold."""
+    from docattn.training.metrics import classification_report, multilabel_report
+
+    if labels.multi_label:
+        return multilabel_report(np.asarray(gold), labels.decide(probs), labels.classes)
+    return classification_report(np.asarray(gold), probs.argmax(1), labels.classes)
+
+
+def set_thresholds(clf, valid) -> dict:
+    """Tune a multi-label model's decision thresholds on the validation split (kept in ``clf.labels``)."""
+    from docattn.training.inference import probabilities
+    from docattn.training.metrics import MIN_POSITIVES, tune_thresholds
+
+    probs = probabilities(clf.model, valid, 256, clf.limits, True)
+    thresholds, global_t = tune_thresholds(valid.labels, probs)
+    clf.labels.thresholds = thresholds
+    own = int((np.asarray(valid.labels).sum(0) >= MIN_POSITIVES).sum())
+    return {"global": global_t, "classes_with_own_threshold": own, "classes": len(thresholds)}
 
 
 def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bool = False) -> dict:
@@ -179,7 +197,10 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
 
         res = fit(model, train, data.splits["valid"], cfg, clf.limits, run_dir, resume, on_best, class_weights=weights)
         results.update(fit_record(res))
-    if "test" in data.splits and (data.splits["test"].labels >= 0).all():
+    if clf.labels.multi_label:  # thresholds from validation, then validation scored with them (optimistic)
+        results["thresholds"] = set_thresholds(clf, data.splits["valid"])
+        results["valid"] = _brief(evaluate_encoded(clf, data.splits["valid"]))
+    if "test" in data.splits and data.splits["test"].labelled:
         if str(results.get("device", "cpu")).startswith("cuda"):
             model.to(results["device"])  # Lightning hands the model back on the CPU: test where it trained
         results["test"] = _brief(evaluate_encoded(clf, data.splits["test"]))  # on the training device
@@ -273,15 +294,20 @@ def fit_guardrail(data: PreparedData, cfg, weights) -> Guardrail:
     model = create_model("logreg", vocab_size=len(data.vocab), num_classes=len(data.labels))
     model.fit_encoded(train, data.vocab, seed=cfg.seed, class_weights=weights)
     record: dict = {"model": "logreg", "documents": len(train), "sampled": sampled}
+    labels = data.labels
+    if labels.multi_label:  # its own thresholds, tuned on validation as the model's are
+        from docattn.data.corpus import LabelMap
+        from docattn.training.metrics import tune_thresholds
+
+        valid = data.splits["valid"]
+        thresholds, _ = tune_thresholds(valid.labels, model.predict_proba_encoded(valid))
+        labels = LabelMap(labels.classes, multi_label=True, thresholds=thresholds)
+        record["thresholds"] = [round(float(t), 6) for t in thresholds]  # evaluate scores it with them again
     for split in ("valid", "test"):
         enc = data.splits.get(split)
-        if enc is not None and len(enc) and (enc.labels >= 0).all():
-            from docattn.training.metrics import classification_report
-
-            report = classification_report(
-                np.asarray(enc.labels), model.predict_proba_encoded(enc).argmax(1), data.labels.classes
-            )
-            record[split] = {k: report[k] for k in ("documents", "accuracy", "macro_f1")}
+        if enc is not None and len(enc) and enc.labelled:
+            report = score_probabilities(labels, enc.labels, model.predict_proba_encoded(enc))
+            record[split] = _brief(report)
     record["seconds"] = round(time.perf_counter() - t0, 2)
     return Guardrail(model, record)
 
@@ -289,12 +315,17 @@ def fit_guardrail(data: PreparedData, cfg, weights) -> Guardrail:
 def guardrail_verdict(results: dict) -> dict | None:
     """The model's and the baseline's validation scores side by side, and whether the model is behind."""
     baseline, best = results.get("baseline"), results.get("best") or {}
-    if not baseline or "valid" not in baseline or "val_acc" not in best:
+    if not baseline or "valid" not in baseline:
+        return None
+    if baseline["valid"].get("multi_label") and "valid" in results:  # both at their tuned thresholds: micro-F1
+        model, base = results["valid"], baseline["valid"]
+        return {"model": model, "baseline": base, "behind": model["micro_f1"] < base["micro_f1"] - Guardrail.MARGIN}
+    if "val_acc" not in best:
         return None
     model_acc, base_acc = float(best["val_acc"]), float(baseline["valid"]["accuracy"])
     return {
         "model": {"accuracy": model_acc, "macro_f1": float(best.get("val_macro_f1", float("nan")))},
-        "baseline": baseline["valid"],
+        "baseline": {k: baseline["valid"][k] for k in ("documents", "accuracy", "macro_f1") if k in baseline["valid"]},
         "behind": model_acc < base_acc - Guardrail.MARGIN,
     }
 
@@ -336,5 +367,9 @@ def _check_same_data(run_dir: Path, clf) -> None:
         )
 
 
+_MULTI_LABEL_SCORES = ("multi_label", "micro_f1", "micro_precision", "micro_recall", "hamming_loss")
+
+
 def _brief(report: dict) -> dict:
-    return {k: report[k] for k in ("documents", "accuracy", "macro_f1", "inference_docs_per_s")}
+    keys = ("documents", "accuracy", "macro_f1", "inference_docs_per_s", *_MULTI_LABEL_SCORES)
+    return {k: report[k] for k in keys if k in report}
