@@ -25,6 +25,8 @@ def _score(split: dict | None) -> str:
         return "not recorded"
     f1 = f", macro-F1 {split['macro_f1']:.4f}" if isinstance(split.get("macro_f1"), (int, float)) else ""
     n = f" ({split['documents']:,} documents)" if isinstance(split.get("documents"), int) else ""
+    if isinstance(split.get("micro_f1"), (int, float)):  # multi-label: accuracy is subset accuracy
+        return f"micro-F1 {split['micro_f1']:.4f}{f1}, subset accuracy {split['accuracy']:.4f}{n}"
     return f"accuracy {split['accuracy']:.4f}{f1}{n}"
 
 
@@ -113,8 +115,17 @@ def _faithfulness(run_dir: Path) -> list[str]:
 def _data_lines(config: dict, results: dict) -> list[str]:
     data_info = results.get("data") or {}
     docs = data_info.get("documents") or {}
-    classes = config.get("labels") or []
-    lines = [f"- Classes ({len(classes)}): " + ", ".join(f"`{c}`" for c in classes)]
+    labels = config.get("labels") or []
+    multi = isinstance(labels, dict)  # a multi-label run's labels: classes, thresholds
+    classes = labels.get("classes", []) if multi else labels
+    lines = [
+        f"- Classes ({len(classes)}): " + ", ".join(f"`{c}`" for c in classes),
+        *(
+            ["- Multi-label: a document gets every class whose probability reaches its threshold (tuned on validation)"]
+            if multi
+            else []
+        ),
+    ]
     if docs:
         lines.append("- Documents per split: " + ", ".join(f"{k} {v:,}" for k, v in docs.items()))
     inputs = data_info.get("inputs")
@@ -219,10 +230,17 @@ def _limits_lines(config: dict, layout: str, results: dict) -> list[str]:
         + "; a word missing from the training vocabulary reads as `<unk>`. Unspaced scripts other than "
         "Chinese and Japanese (Thai) need segmenting first."
     )
-    lines.append(
-        "- Intended for classifying documents like the training data into its classes; it always "
-        "answers one of those classes, even for text unlike anything it saw (check the probabilities)."
-    )
+    if isinstance(config.get("labels"), dict):
+        lines.append(
+            "- Intended for labelling documents like the training data with its classes; a document may get "
+            "several or none, and text unlike anything it saw still gets whatever passes the thresholds "
+            "(check the probabilities)."
+        )
+    else:
+        lines.append(
+            "- Intended for classifying documents like the training data into its classes; it always "
+            "answers one of those classes, even for text unlike anything it saw (check the probabilities)."
+        )
     return lines
 
 

@@ -16,10 +16,17 @@ def corpus_stats(corpus: Corpus, text_config: TextConfig = TextConfig()) -> dict
     _, sent_off, doc_off = encode_ids(vocab.encode_strings(strings))
     sentences = doc_off[1:] - doc_off[:-1]
     words = sent_off[doc_off[1:]] - sent_off[doc_off[:-1]]
-    counts = Counter(corpus.labels or [])
+    # multi-label: documents per class (a document counts once for each of its labels)
+    labels = [y for row in corpus.labels for y in row] if corpus.multi_label and corpus.labels else corpus.labels
+    counts = Counter(labels or [])
     order = corpus.classes or sorted(counts, key=str)
+    extra = {}
+    if corpus.multi_label and corpus.labels:
+        per_document = [len(row) for row in corpus.labels]
+        extra = {"multi_label": True, "labels_per_document": sum(per_document) / max(len(per_document), 1)}
     return {
         "classes": len(counts),
+        **extra,
         "documents": len(corpus),
         "avg_sentences": float(sentences.mean()),
         "max_sentences": int(sentences.max()),
