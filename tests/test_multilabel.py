@@ -19,7 +19,7 @@ TOPICS = {
     "money": "bank price market stock trade",
     "tech": "computer software chip phone code",
 }
-FILLER = "the a of and to in is was it for on with as".split()
+FILLER = ["the", "a", "of", "and", "to", "in", "is", "was", "it", "for", "on", "with", "as"]
 
 
 def topic_documents(n: int, seed: int = 0) -> tuple[list[str], list[list[str]]]:
@@ -94,7 +94,7 @@ def test_thresholds_are_tuned_per_class_where_validation_has_enough_documents():
     rng = np.random.default_rng(0)
     gold = np.zeros((400, 3), dtype=bool)
     gold[:100, 0] = True  # class 0: positives score about 0.3, negatives under 0.2: its best cut is low
-    gold[:MIN_POSITIVES - 1, 2] = True  # class 2: too few to tune
+    gold[: MIN_POSITIVES - 1, 2] = True  # class 2: too few to tune
     probs = rng.random((400, 3)) * 0.2
     probs[:100, 0] = 0.25 + rng.random(100) * 0.1
     gold[200:300, 1] = True  # class 1: positives about 0.9

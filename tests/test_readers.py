@@ -228,11 +228,12 @@ def test_tang_directory_gives_three_splits_with_sentences(tmp_path):
 # --------------------------------------------------------------------------- fasttext / lines / stdin
 
 
-def test_fasttext_takes_the_first_label(tmp_path):
+def test_fasttext_several_labels_make_a_multi_label_corpus(tmp_path):
     path = write(tmp_path / "cooking.txt", "__label__baking __label__bread How to knead?\n\n__label__tea  Green tea\n")
     assert detect_format(path) == "fasttext"
     corpus = read_corpus(path)
-    assert corpus.texts == ["How to knead?", "Green tea"] and corpus.labels == ["baking", "tea"]
+    assert corpus.texts == ["How to knead?", "Green tea"] and corpus.labels == [("baking", "bread"), ("tea",)]
+    assert corpus.multi_label
     assert read_corpus(write(tmp_path / "cooking.train", "__label__a x\n")).labels == ["a"]
 
 

@@ -45,7 +45,7 @@ def test_bad_csv(tmp_path, content, options, message):
         ('{"text": "a", "label": " "}\n', {}, r"d\.jsonl:1: missing or empty label"),
         ('{"text": "a", "label": null}\n', {}, r"d\.jsonl:1: missing or empty label"),
         ('{"text": 3, "label": 1}\n', {}, r"d\.jsonl:1: field 'text' must be a string"),
-        ('{"text": "a", "label": [1]}\n', {}, r"d\.jsonl:1: label must be a string or a number"),
+        ('{"text": "a", "label": {"a": 1}}\n', {}, r"d\.jsonl:1: label must be a string or a number"),
         ('{"text": "a", "label": 1, "sentences": "a"}\n', {}, r"d\.jsonl:1: field 'sentences' must be a list"),
     ],
 )

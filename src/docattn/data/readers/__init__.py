@@ -3,13 +3,19 @@
 ``read_splits`` returns every split a source holds ("train", "valid", "test"; "all" for a source
 without splits), ``read_corpus`` one of them. Formats: csv, tsv, jsonl, zhang (Zhang et al. 2015
 CSVs), tang (Tang et al. 2015 ``.ss``), folder (folder-per-label trees, also inside .tar.gz/.zip),
-fasttext and lines. Bad input is always a one-line :class:`DataError` naming the file, the line
-or archive member, and what was expected.
+fasttext, lines, parquet (``.parquet`` files), arrow (``.arrow``/``.feather`` files and Hugging Face
+datasets saved with ``save_to_disk``; both need pyarrow, ``pip install 'docattn[parquet]'``) and reuters
+(Reuters-21578's ``reut2-*.sgm``, as the ModApte split). A multi-label corpus (``Corpus.multi_label``)
+gives each document a tuple of labels: from JSON label lists, ``label_sep`` in a CSV/TSV/Parquet cell,
+several ``__label__`` prefixes, list columns, Reuters topics, or ``multi_label=True`` on any format. Bad
+input is always a one-line :class:`DataError` naming the file, the line, row or archive member, and what
+was expected.
 
 This module dispatches a path to its reader: ``detection`` tells the format, ``decoding`` turns bytes into
 text, ``delimited`` (csv, tsv), ``jsonl`` and ``line_formats`` (zhang, tang, fasttext, lines) read one file,
 ``trees`` and ``folders`` read folders and archives, whose members ``archives`` walks and checks (the same
-walk unpacks ``docattn data download``'s archives); ``stdin`` reads "-".
+walk unpacks ``docattn data download``'s archives); ``reuters`` reads the SGML files of a tree, ``table``
+(with ``table_layout`` finding splits and class names) Parquet and Arrow tables; ``stdin`` reads "-".
 
 Memory is bounded by settings, never by the input's size. Each limit is an environment variable,
 read whenever a reader runs (the same for the CLI, Python code and tests), else the default below:
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from docattn.data.corpus import Corpus
@@ -55,10 +62,12 @@ from docattn.data.readers.line_formats import (
     _read_tang,
     _read_zhang,
 )
+from docattn.data.readers.reuters import read_reuters
 from docattn.data.readers.stdin import _stdin, _stdin_format
+from docattn.data.readers.table import read_table_splits
 from docattn.data.readers.trees import _archive_tree as _archive_tree
 from docattn.data.readers.trees import _directory_tree as _directory_tree
-from docattn.data.readers.trees import _open_tree
+from docattn.data.readers.trees import _open_tree, _Tree, file_tree
 from docattn.data.readers.trees import walk as walk
 from docattn.errors import ConfigError, DataError
 
@@ -70,11 +79,13 @@ _NotPlainTar = plain_tar.NotPlainTar
 # formats read line by line from one file (or stdin); the rest need a directory or an archive
 _LINE_FORMATS = ("csv", "tsv", "jsonl", "zhang", "tang", "fasttext", "lines")
 _OPTIONS = {
-    "csv": {"text_columns", "label_column", "header", "delimiter"},
-    "tsv": {"text_columns", "label_column", "header", "delimiter"},
+    "csv": {"text_columns", "label_column", "header", "delimiter", "label_sep"},
+    "tsv": {"text_columns", "label_column", "header", "delimiter", "label_sep"},
     "jsonl": {"text_field", "label_field", "sentences_field"},
+    "parquet": {"text_columns", "label_column", "label_sep"},
+    "arrow": {"text_columns", "label_column", "label_sep"},
 }
-_COMMON_OPTIONS = {"on_empty", "errors", "ignore_labels"}
+_COMMON_OPTIONS = {"on_empty", "errors", "ignore_labels", "multi_label"}
 _DECODE_ERRORS = ("strict", "replace", "latin-1")  # what a line or file that is not UTF-8 becomes
 
 
@@ -85,15 +96,20 @@ def read_splits(path: str | os.PathLike, format: str | None = None, **options: A
     ``stats["skipped_empty"]``; "error"); ``errors``, what text that is not UTF-8 becomes
     ("strict": a DataError naming the line, the default for files read line by line; "latin-1":
     Latin-1 text, the default for folder-per-label documents, each file with its own encoding, e.g.
-    20 Newsgroups posts; "replace": U+FFFD; both counted in ``stats["decode_errors"]``); plus per
-    format: csv/tsv ``text_columns``, ``label_column``, ``header``, ``delimiter``; jsonl
-    ``text_field``, ``label_field``, ``sentences_field``. UTF-16/32 text with a byte-order mark is
+    20 Newsgroups posts, and for Reuters SGML; "replace": U+FFFD; both counted in ``stats["decode_errors"]``); plus per
+    format: csv/tsv ``text_columns``, ``label_column``, ``header``, ``delimiter``, ``label_sep``;
+    parquet/arrow ``text_columns``, ``label_column``, ``label_sep``; jsonl ``text_field``,
+    ``label_field``, ``sentences_field``. ``label_sep`` (e.g. ","): a label cell holds several labels,
+    stripped, blanks dropped, each kept once; an empty cell is a document with no labels.
+    ``multi_label=True``: every document's labels are a tuple, whatever the format; a folder tree then
+    reads a file whose name is under several label folders, with the same text, as one document with
+    all their labels (``stats["merged_documents"]``). UTF-16/32 text with a byte-order mark is
     decoded; without one it is a DataError. ``ignore_labels``: labels are not read, and a missing
     or empty one is no error (prediction input); the corpora have ``labels`` None. A document longer
     than $DOCATTN_MAX_DOCUMENT_CHARS is cut, counted in ``stats["cut_documents"]`` (limits: see the
-    module docstring).
+    module docstring). Formats: see the module docstring and docs/formats.md.
     """
-    return _without_labels(_read(path, format, options, split=None, single=False), options)
+    return _finish(_read(path, format, options, split=None, single=False), options)
 
 
 def read_corpus(path: str | os.PathLike, split: str | None = None, format: str | None = None, **options: Any) -> Corpus:
@@ -102,7 +118,7 @@ def read_corpus(path: str | os.PathLike, split: str | None = None, format: str |
     ``split`` may be left out only when the source has a single split; options as in
     :func:`read_splits`.
     """
-    splits = _without_labels(_read(path, format, options, split=split, single=True), options)
+    splits = _finish(_read(path, format, options, split=split, single=True), options)
     return next(iter(splits.values()))
 
 
@@ -150,12 +166,14 @@ def _read(
         raise ConfigError(f"on_empty must be 'skip' or 'error', not {on_empty!r}")
     if options.get("errors", "strict") not in _DECODE_ERRORS:
         raise ConfigError(f"errors must be one of {', '.join(_DECODE_ERRORS)}, not {options['errors']!r}")
+    if options.get("multi_label", False) not in (True, False):
+        raise ConfigError(f"multi_label must be True or False, not {options['multi_label']!r}")
 
     if str(path) == STDIN:
         format = format or _stdin_format()
         if format not in _LINE_FORMATS:
             raise DataError(
-                f"stdin: format {format!r} needs a directory or an archive; stdin reads {', '.join(_LINE_FORMATS)}"
+                f"stdin: format {format!r} cannot be read from stdin; stdin reads {', '.join(_LINE_FORMATS)}"
             )
         options = _format_options(format, options)
         _select_splits(["all"], split, single, "<stdin>")
@@ -168,34 +186,61 @@ def _read(
             "give the documents to read (a file, folder, archive or data set name)"
         )
     if source.is_dir() or _is_archive(source):
-        tree = _open_tree(source)
-        format = format or _detect_tree(tree)
-        options = _format_options(format, options)
-        if format == "folder":
-            return _count_skipped_links(
-                tree, _read_folder(tree, split, single, on_empty, options.get("errors", "latin-1"))
-            )
-        if format == "zhang":
-            sources = _zhang_sources(tree, options)
-        elif format == "tang":
-            sources = _tang_sources(tree, options)
-        else:
-            raise DataError(f"{source}: format {format!r} reads one file, not a directory or an archive")
-    else:
-        format = format or _detect_file(source)
-        options = _format_options(format, options)
-        if format == "folder":
-            raise DataError(f"{source}: format 'folder' reads a directory or a .tar.gz/.tgz/.tar/.zip archive")
-        # the reader opens it in a with block (_opened)
-        file_source = _Source(str(source), lambda: open(source, "rb"), options)  # noqa: SIM115
-        if format == "zhang":
-            classes_file = source.parent / "classes.txt"
-            if classes_file.is_file():
-                file_source.classes = _read_classes(_read_bytes(classes_file, _CLASSES_BYTES + 1), str(classes_file))
-                file_source.classes_name = str(classes_file)
-        sources = {"all": file_source}
+        return _read_tree(source, format, options, split, single)
+    format = format or _detect_file(source)
+    options = _format_options(format, options)
+    if format == "folder":
+        raise DataError(f"{source}: format 'folder' reads a directory or a .tar.gz/.tgz/.tar/.zip archive")
+    if format in _TREE_READERS:  # one file of a kind read from trees: a tree of it alone
+        return _TREE_READERS[format](file_tree(source, ("dataset_info.json",)), format, split, single, options)
+    # the reader opens it in a with block (_opened)
+    file_source = _Source(str(source), lambda: open(source, "rb"), options)  # noqa: SIM115
+    if format == "zhang":
+        classes_file = source.parent / "classes.txt"
+        if classes_file.is_file():
+            file_source.classes = _read_classes(_read_bytes(classes_file, _CLASSES_BYTES + 1), str(classes_file))
+            file_source.classes_name = str(classes_file)
+    _select_splits(["all"], split, single, source)
+    return {"all": _READERS[format](file_source)}
 
+
+def _read_tree(
+    source: Path, format: str | None, options: dict[str, Any], split: str | None, single: bool
+) -> dict[str, Corpus]:
+    """A folder or an archive: folder-per-label documents, Zhang or Tang files, Reuters SGML or tables."""
+    tree = _open_tree(source)
+    format = format or _detect_tree(tree)
+    options = _format_options(format, options)
+    if format == "folder":
+        errors, multi_label = options.get("errors", "latin-1"), options.get("multi_label", False)
+        return _count_skipped_links(
+            tree, _read_folder(tree, split, single, options.get("on_empty", "skip"), errors, multi_label)
+        )
+    if format in _TREE_READERS:
+        return _TREE_READERS[format](tree, format, split, single, options)
+    if format == "zhang":
+        sources = _zhang_sources(tree, options)
+    elif format == "tang":
+        sources = _tang_sources(tree, options)
+    else:
+        raise DataError(f"{source}: format {format!r} reads one file, not a directory or an archive")
     return {name: _READERS[format](sources[name]) for name in _select_splits(sources, split, single, source)}
+
+
+def _read_reuters(
+    tree: _Tree, format: str, split: str | None, single: bool, options: dict[str, Any]
+) -> dict[str, Corpus]:
+    return read_reuters(tree, split, single, options.get("on_empty", "skip"), options.get("errors", "latin-1"))
+
+
+def _finish(splits: dict[str, Corpus], options: dict[str, Any]) -> dict[str, Corpus]:
+    """``multi_label`` makes every label a tuple; ``ignore_labels`` drops them (see :func:`_without_labels`)."""
+    if options.get("multi_label"):
+        for corpus in splits.values():
+            if corpus.labels is not None and not corpus.multi_label:
+                corpus.labels = [y if isinstance(y, tuple) else (y,) for y in corpus.labels]
+            corpus.multi_label = True
+    return _without_labels(splits, options)
 
 
 def _without_labels(splits: dict[str, Corpus], options: dict[str, Any]) -> dict[str, Corpus]:
@@ -235,6 +280,13 @@ def _format_options(format: str, options: dict[str, Any]) -> dict[str, Any]:
         )
     return options
 
+
+# readers of trees (a folder or an archive) that also read one file of theirs, as a tree of it alone
+_TREE_READERS: dict[str, Callable[..., dict[str, Corpus]]] = {
+    "reuters": _read_reuters,
+    "parquet": read_table_splits,
+    "arrow": read_table_splits,
+}
 
 _READERS: dict[str, Callable[[_Source], Corpus]] = {
     "csv": _read_csv,

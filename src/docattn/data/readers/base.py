@@ -16,7 +16,7 @@ from docattn.data.corpus import Corpus
 from docattn.data.readers.decoding import _decoded_lines, _max_chars, _shown
 from docattn.errors import DataError
 
-FORMATS = ("csv", "tsv", "jsonl", "zhang", "tang", "folder", "fasttext", "lines")
+FORMATS = ("csv", "tsv", "jsonl", "zhang", "tang", "folder", "fasttext", "lines", "parquet", "arrow", "reuters")
 STDIN = "-"
 
 _SPLIT_ORDER = ("train", "valid", "test", "all")
@@ -165,7 +165,10 @@ class _Documents:
         self.rationales.append(rationale)
         self.ids.append(doc_id)
 
-    def corpus(self, labeled: bool, classes: list[Hashable] | None = None, hint: str = "") -> Corpus:
+    def corpus(
+        self, labeled: bool, classes: list[Hashable] | None = None, hint: str = "", multi_label: bool = False
+    ) -> Corpus:
+        """``multi_label``: labels are tuples (bare ones become 1-tuples), as :class:`Corpus` says."""
         if not self.texts:
             raise DataError(f"no documents in {self.source}{hint}")
         # documents given as sentences keep them even beside documents given as text (None: the splitter's job)
@@ -180,6 +183,7 @@ class _Documents:
             classes=classes,
             stats=self.stats,
             rationales=self.rationales if has_rationales else None,
+            multi_label=multi_label,
         )
 
 
@@ -198,14 +202,22 @@ def _missing_label(where: str, what: str) -> DataError:
     return DataError(f"{where}: missing or empty label ({what})")
 
 
-def _integer_labels(labels: list[str]) -> list:
+def _integer_labels(labels: list) -> list:
     """Labels as ints when every one is an integer, so ratings sort 1, 2, ..., 10 rather than 1, 10, 2;
-    kept as written when two spellings would become one number ("01" and "1")."""
-    if not all(_INTEGER.fullmatch(label) for label in labels):
+    kept as written when two spellings would become one number ("01" and "1"). A tuple of labels (a
+    multi-label document) is converted label by label, with the others."""
+    flat = [x for y in labels for x in (y if isinstance(y, tuple) else (y,))]
+    if not all(isinstance(x, str) and _INTEGER.fullmatch(x) for x in flat):
         return labels
     spellings = {}
-    for label in set(labels):
+    for label in set(flat):
         spellings.setdefault(int(label), set()).add(label)
     if any(len(s) > 1 for s in spellings.values()):
         return labels
-    return [int(label) for label in labels]
+    return [tuple(int(x) for x in y) if isinstance(y, tuple) else int(y) for y in labels]
+
+
+def _label_set(labels: Iterable[Hashable]) -> tuple:
+    """A multi-label document's labels: blanks dropped, strings stripped, each once in first-seen order."""
+    kept = (x.strip() if isinstance(x, str) else x for x in labels)
+    return tuple(dict.fromkeys(x for x in kept if x is not None and x != ""))

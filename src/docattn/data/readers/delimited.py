@@ -18,6 +18,7 @@ from docattn.data.readers.base import (
     _INTEGER,
     _Documents,
     _integer_labels,
+    _label_set,
     _missing_label,
     _opened,
     _Source,
@@ -63,7 +64,8 @@ class _QuotingError(DataError):
 
 
 def _read_delimited(source: _Source, default_delimiter: str, quoted: bool = True) -> Corpus:
-    """Chosen text column(s) and a label column, by header name or 0-based index."""
+    """Chosen text column(s) and a label column, by header name or 0-based index; with ``label_sep`` the label
+    cell holds several labels (stripped, blanks dropped, each once): a multi-label corpus."""
     options = source.options
     delimiter = options.get("delimiter") or default_delimiter
     if not isinstance(delimiter, str) or len(delimiter) != 1:
@@ -75,6 +77,9 @@ def _read_delimited(source: _Source, default_delimiter: str, quoted: bool = True
     if text_columns is not None and not isinstance(text_columns, (list, tuple)):
         text_columns = [text_columns]
     label_column = options.get("label_column")
+    label_sep = options.get("label_sep")  # several labels in one cell: a multi-label corpus
+    if label_sep is not None and (not isinstance(label_sep, str) or not label_sep):
+        raise ConfigError(f"label_sep must be a non-empty string (e.g. ','), not {label_sep!r}")
 
     docs = _Documents(source.name, options.get("on_empty", "skip"))
     with _opened(source) as stream:
@@ -100,13 +105,15 @@ def _read_delimited(source: _Source, default_delimiter: str, quoted: bool = True
             label = None
             if label_index is not None:
                 label = row[label_index].strip()
-                if not label:
+                if label_sep is not None:  # an empty cell is a document with no labels
+                    label = _label_set(label.split(label_sep))
+                elif not label:
                     raise _missing_label(where, f"column {label_index}")
             text = "\n".join(part for part in (row[i] for i in text_index) if part and not part.isspace())
             docs.add(where, str(line), text, label)
     if label_index is not None:
         docs.labels = _integer_labels(docs.labels)
-    return docs.corpus(labeled=label_index is not None)
+    return docs.corpus(labeled=label_index is not None, multi_label=label_index is not None and label_sep is not None)
 
 
 def _csv_rows(

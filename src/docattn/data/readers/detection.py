@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from docattn.data.readers.base import FORMATS
 from docattn.data.readers.decoding import _decoded_lines
+from docattn.data.readers.reuters import is_reuters_file
+from docattn.data.readers.table_layout import table_format
 from docattn.errors import DataError
 
 if TYPE_CHECKING:
@@ -31,13 +33,15 @@ def _detect_file(path: Path) -> str:
         return "jsonl"
     if suffix == ".ss":
         return "tang"
+    if suffix in (".parquet", ".arrow", ".feather", ".sgm"):
+        return {".parquet": "parquet", ".sgm": "reuters"}.get(suffix, "arrow")
     first = _first_nonempty_line(path)
     if first.startswith("__label__"):
         return "fasttext"
     if suffix in (".txt", ".ft"):
         return "lines"
     raise DataError(
-        f"{path}: cannot tell the format from the name; use .csv, .tsv, .jsonl, .ss, .txt, "
+        f"{path}: cannot tell the format from the name; use .csv, .tsv, .jsonl, .ss, .txt, .parquet, .arrow, "
         f"a directory or an archive, or pass format= (one of {', '.join(FORMATS)})"
     )
 
@@ -54,6 +58,11 @@ def _first_nonempty_line(path: Path) -> str:
 
 
 def _detect_tree(tree: _Tree) -> str:
+    if any(is_reuters_file(p) for p in tree.paths):
+        return "reuters"
+    table = table_format(tree.paths)
+    if table is not None:
+        return table
     folders_with_classes = {posixpath.dirname(p) for p in tree.paths if posixpath.basename(p) == "classes.txt"}
     if any(posixpath.dirname(p) in folders_with_classes and p.endswith(".csv") for p in tree.paths):
         return "zhang"

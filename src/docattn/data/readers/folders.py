@@ -34,8 +34,9 @@ def _count_skipped_links(tree: _Tree, splits: dict[str, Corpus]) -> dict[str, Co
     return splits
 
 
-def _folder_documents(tree: _Tree, unlabelled: bool = False) -> list[tuple[str, str, str]]:
-    """(member, label, split) of every document: a file in a label folder, at any depth below it.
+def _folder_documents(tree: _Tree, unlabelled: bool = False) -> list[tuple[str, str, str, tuple[str, str]]]:
+    """(member, label, split, name) of every document: a file in a label folder, at any depth below it; its
+    name is the member path without the label folder (the same post under two newsgroups has one name).
 
     The label folder is the one right under the split folder, or under the folder that the leaf
     folders (those without subfolders) of split-less documents share (so deeper trees keep their top
@@ -80,33 +81,65 @@ def _folder_documents(tree: _Tree, unlabelled: bool = False) -> list[tuple[str, 
         label = _shown(parts[depth - 1])  # a folder on disk: its raw name (an archive's is shown already)
         if label in _IGNORED_FOLDERS and not unlabelled:
             continue
-        documents.append((path, label, split))
+        name = ("/".join(parts[: depth - 1]), path[len("/".join(parts[:depth])) + 1 :])
+        documents.append((path, label, split, name))
     return documents
 
 
-def _read_folder(tree: _Tree, split: str | None, single: bool, on_empty: str, errors: str) -> dict[str, Corpus]:
+def _read_folder(
+    tree: _Tree, split: str | None, single: bool, on_empty: str, errors: str, multi_label: bool = False
+) -> dict[str, Corpus]:
+    """Each split's documents; ``multi_label``: a file whose name is under several label folders, with the same
+    text, is one document with all their labels (``stats["merged_documents"]`` counts the copies)."""
     documents = _folder_documents(tree)
     if not documents:
         raise DataError(
             f"no documents in {tree.name} (expected files in label folders, e.g. train/pos/1.txt or <topic>/001.txt)"
         )
-    classes = sorted({label for _, label, _ in documents})
+    classes = sorted({label for _, label, _, _ in documents})
     if all(_INTEGER.fullmatch(c) for c in classes):  # folders 1..10 in numeric order (names kept as written)
         classes.sort(key=int)
-    selected = _select_splits(_ordered_splits(s for _, _, s in documents), split, single, tree.name)
+    selected = _select_splits(_ordered_splits(s for _, _, s, _ in documents), split, single, tree.name)
     result = {}
     for name in selected:
         docs = _Documents(tree.name, on_empty)
-        for member, label, doc_split in documents:
+        copies: dict[tuple[str, str], list[int]] = {}  # a file name -> its documents so far (multi_label)
+        for member, label, doc_split, file_name in documents:
             if doc_split != name:
                 continue
-            _add_file(docs, tree, member, errors, label)
-        result[name] = docs.corpus(labeled=True, classes=list(classes))
+            if multi_label:
+                _add_copy(docs, tree, member, errors, label, copies.setdefault(file_name, []))
+            else:
+                _add_file(docs, tree, member, errors, label)
+        result[name] = docs.corpus(labeled=True, classes=list(classes), multi_label=multi_label)
     return result
 
 
 def _add_file(docs: _Documents, tree: _Tree, member: str, errors: str, label: Hashable = None) -> None:
     """One file of a folder tree as a document, decoded on its own."""
+    text, cut = _file_text(docs, tree, member, errors)
+    docs.add(tree.where(member), _shown(member), text, label, cut=cut)
+
+
+def _add_copy(docs: _Documents, tree: _Tree, member: str, errors: str, label: str, copies: list[int]) -> None:
+    """A multi-label file: one more label of the document among ``copies`` with the same text, else a document
+    of its own (different texts under one name are different documents)."""
+    text, cut = _file_text(docs, tree, member, errors)
+    kept = text[: docs.max_chars]  # as docs.add keeps it
+    for i in copies:
+        if docs.texts[i] == kept:
+            if label not in docs.labels[i]:  # type: ignore[operator]
+                docs.labels[i] = (*docs.labels[i], label)  # type: ignore[misc]
+            docs.stats["merged_documents"] = docs.stats.get("merged_documents", 0) + 1
+            return
+    before = len(docs.texts)
+    docs.add(tree.where(member), _shown(member), text, (label,), cut=cut)
+    if len(docs.texts) > before:  # not dropped as empty
+        copies.append(before)
+
+
+def _file_text(docs: _Documents, tree: _Tree, member: str, errors: str) -> tuple[str, bool]:
+    """A file's text, decoded on its own, and whether it was cut at the document limit."""
     # each file has its own encoding: 20 Newsgroups has Latin-1 posts among UTF-8 ones
     most = 4 * docs.max_chars  # bytes enough for the characters kept, in any encoding read
     raw = tree.read(member, most + 1)
@@ -114,16 +147,16 @@ def _add_file(docs: _Documents, tree: _Tree, member: str, errors: str, label: Ha
     text = _clean(_decode_document(raw[:most] if cut else raw, tree.where(member), errors, docs.stats, cut))
     if "\r" in text:
         text = text.replace("\r\n", "\n")
-    docs.add(tree.where(member), _shown(member), text, label, cut=cut)
+    return text, cut
 
 
 def _read_folder_texts(tree: _Tree, on_empty: str, errors: str) -> Corpus:
     """Every document of a folder tree's training split (or of all of it), unlabelled folders included."""
     documents = _folder_documents(tree, unlabelled=True)
-    splits = {s for _, _, s in documents}
+    splits = {s for _, _, s, _ in documents}
     name = "train" if "train" in splits else "all"
     docs = _Documents(tree.name, on_empty)
-    for member, _, doc_split in documents:
+    for member, _, doc_split, _ in documents:
         if doc_split == name:
             _add_file(docs, tree, member, errors)
     hint = "" if name in splits else f" (no training split; splits: {', '.join(_ordered_splits(splits))})"

@@ -11,6 +11,7 @@ from docattn.data.readers.base import (
     _INTEGER,
     _Documents,
     _integer_labels,
+    _label_set,
     _missing_label,
     _numbered_lines,
     _opened,
@@ -106,8 +107,10 @@ def _read_tang(source: _Source) -> Corpus:
 
 
 def _read_fasttext(source: _Source) -> Corpus:
-    """``__label__x text``: the first label prefix is the label, further prefixes are dropped."""
+    """``__label__x text``; several label prefixes (``__label__a __label__b text``) make the document, and so
+    the corpus, multi-label: each document then has a tuple of its labels."""
     docs = _Documents(source.name, source.options.get("on_empty", "skip"))
+    multi = False
     for line, raw in _numbered_lines(source, docs.stats):
         if not raw.strip():
             continue
@@ -115,12 +118,14 @@ def _read_fasttext(source: _Source) -> Corpus:
         match = _FASTTEXT_LABELS.match(raw)
         if match is None:
             raise DataError(f"{where}: expected the line to start with __label__<label>, found {raw[:40]!r}")
-        label = match.group(1).split()[0][len("__label__") :]
-        if not label:
+        labels = [token[len("__label__") :] for token in match.group(1).split()]
+        if not all(labels):
             raise _missing_label(where, "nothing after __label__")
+        label: Hashable = labels[0] if len(labels) == 1 else _label_set(labels)
+        multi = multi or len(labels) > 1
         docs.add(where, str(line), raw[match.end() :], label)
     docs.labels = _integer_labels(docs.labels)
-    return docs.corpus(labeled=True)
+    return docs.corpus(labeled=True, multi_label=multi)
 
 
 def _read_lines(source: _Source) -> Corpus:

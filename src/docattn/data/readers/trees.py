@@ -60,6 +60,13 @@ def _open_tree(path: Path, keep_data: bool = True) -> _Tree:
     return _directory_tree(path) if path.is_dir() else _archive_tree(path, keep_data)
 
 
+def file_tree(path: Path, beside: tuple[str, ...] = ()) -> _Tree:
+    """One file as a tree of its folder, for the readers that read trees (Reuters, tables), with those of the
+    files named in ``beside`` that are next to it (a saved dataset's dataset_info.json)."""
+    paths = [path.name] + [name for name in beside if (path.parent / name).is_file()]
+    return _Tree(str(path), paths, root=path.parent)
+
+
 def walk(root: str | os.PathLike) -> Iterator[tuple[str, list[str], list[str]]]:
     """``os.walk`` that follows symbolic links to folders outside ``root`` (data often lives elsewhere:
     train/pos -> /scratch/pos), once per route and never into a folder already on the way down. A link
