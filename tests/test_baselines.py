@@ -206,8 +206,9 @@ def test_bag_model_unfitted_and_forward(synthetic, fitted_bag):
     out = model(make_batch(enc, np.arange(20), model.layout, {}), return_attention=True)
     np.testing.assert_allclose(out.logits.exp().numpy(), model.predict_proba_encoded(enc), atol=1e-6)
     assert out.attentions == {}
-    with pytest.raises(DocattnError, match="gives no attention or pooling weights"):  # nothing to show: said, not zeros
-        clf.explain(synthetic["test"].texts[:2])
+    items = clf.explain(synthetic["test"].texts[:2])  # no attention: explained by its exact linear decomposition
+    assert [it["method"] for it in items] == ["linear", "linear"]
+    assert all(sum(it["token_contributions"]) + it["bias"] == pytest.approx(it["logit"]) for it in items)
 
 
 # --------------------------------------------------------------------------- Kim CNN

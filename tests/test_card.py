@@ -83,4 +83,4 @@ def test_write_card_writes_atomically_and_refuses_non_runs(run, tmp_path):
 
 def test_a_bag_of_words_run_gets_a_card_too(tmp_path):
     card = model_card(train_tiny_run("logreg", tmp_path / "logreg"))
-    assert "bag-of-words baseline" in card and "## Scores" in card
+    assert "bag-of-words model" in card and "exact share" in card and "## Scores" in card

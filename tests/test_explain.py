@@ -305,11 +305,20 @@ def test_pooling_models_are_explained_by_what_their_pooling_takes(name, splits, 
                 np.testing.assert_allclose(w, 1 / len(w), rtol=1e-5)
 
 
-def test_explain_refuses_a_model_without_weights(splits, tmp_path_factory, test_file, tmp_path):
+def test_a_model_without_attention_is_explained_linearly_and_refuses_attention(
+    splits, tmp_path_factory, test_file, tmp_path
+):
+    """fastText has no attention: its default explanation is linear; asking for attention is one clear error."""
     _, run = _build("fasttext", splits, tmp_path_factory)
-    res = CliRunner().invoke(app, ["explain", str(run), "--data", str(test_file), "--html", str(tmp_path / "r.html")])
+    args = ["explain", str(run), "--data", str(test_file), "--n", "3", "--html", str(tmp_path / "r.html")]
+    res = CliRunner().invoke(app, [*args, "--method", "attention"])
     assert res.exit_code != 0 and not (tmp_path / "r.html").exists()
-    assert "gives no attention or pooling weights" in str(res.exception or res.output)
+    assert "has no attention explanation; its methods: linear, gradient_x_input, integrated_gradients" in str(
+        res.exception
+    )
+    res = CliRunner().invoke(app, [*args, "--json", str(tmp_path / "w.json")])
+    assert res.exit_code == 0, res.output
+    assert {it["method"] for it in json.loads((tmp_path / "w.json").read_text())} == {"linear"}
 
 
 @pytest.mark.parametrize(

@@ -154,8 +154,9 @@ def _explanation_meaning(layout: str, hparams: dict) -> str:
     pooling = str(hparams.get("pooling", "attention"))
     if is_bag(layout):
         return (
-            "This is a bag-of-words baseline: it has no attention, and `explain` has no word weights to show; "
-            "its weights per n-gram are global, not per document."
+            "This is a bag-of-words model: it has no attention. `explain` shows each word's exact share of the "
+            "predicted class's logit (its tf-idf weight times the class's coefficient; a bigram's split between "
+            "its two words), so the shading is the model's own arithmetic, not a proxy for it."
         )
     if pooling == "max":
         what = "the share of the pooled features each word (or sentence) wins in max pooling"

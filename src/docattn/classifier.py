@@ -344,13 +344,18 @@ class DocumentClassifier:
         gold = np.asarray(self.labels.encode(corpus.labels, "evaluation data"))
         return float((probs.argmax(1) == gold).mean())
 
-    def explain(self, texts) -> list[dict]:
-        """Per document: prediction, probabilities and attention per sentence and word."""
+    def explain(self, texts, method: str | None = None, target=None) -> list[dict]:
+        """Per document: prediction, probabilities and weights per sentence and word (docs/explanations.md).
+
+        ``method``: "attention", "linear", "gradient_x_input" or "integrated_gradients"; None takes the model's
+        own (its attention, or linear for the linear models). ``target``: the class index to explain, or one
+        per document; None explains each document's predicted class (attention takes none).
+        """
         from docattn.explain.attention import explain_documents
 
         self._check_fitted()
         corpus = texts if isinstance(texts, Corpus) else to_corpus(texts)
-        return explain_documents(self, corpus)
+        return explain_documents(self, corpus, method=method, target=target)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path) -> Path:

@@ -85,7 +85,7 @@ def _table(title: str, text_columns, number_columns):
 @app.command()
 @reads_documents()
 def explain(
-    run: Path = typer.Argument(..., help=RUN_HELP),
+    runs: list[Path] = typer.Argument(..., help=RUN_HELP + " Two or more: one report comparing them side by side."),
     data: str = typer.Option(..., "--data", help=DATA_HELP),
     n: int = typer.Option(20, "--n", help="Number of documents to explain."),
     sample: bool = typer.Option(
@@ -99,11 +99,25 @@ def explain(
     json_out: Path | None = typer.Option(
         None, "--json", help="Also write every weight as JSON to this file.", show_default="none"
     ),
+    method: str | None = typer.Option(
+        None,
+        "--method",
+        help="attention, linear, gradient_x_input or integrated_gradients; with several runs, one for all or "
+        "one per run, comma-separated.",
+        show_default="the model's own: its attention, or linear for linear models",
+    ),
+    target: str | None = typer.Option(
+        None,
+        "--target",
+        help="Explain this class (its name) instead of each document's prediction (linear and gradient methods).",
+        show_default="the predicted class",
+    ),
+    ig_steps: int = typer.Option(20, "--ig-steps", help="Integrated-gradients steps."),
     reader: Reader = Reader(),
 ):
-    """Attention heatmaps: sentence bars and word shading (HAN's sqrt(p_sentence) * p_word rule)."""
+    """Heatmaps of why a model decided: sentence bars and word shading, by attention (HAN's sqrt(p_sentence) *
+    p_word rule), linear contributions or gradients; several runs side by side."""
     from docattn.classifier import DocumentClassifier
-    from docattn.explain.html import add_attention_views, write_html
     from docattn.training.run_folder import claim_in_run
 
     if n < 1:
@@ -111,18 +125,66 @@ def explain(
     for flag, path, example in (("--html", html, "report.html"), ("--json", json_out, "weights.json")):
         if path is not None and path.is_dir():
             raise DocattnError(f"{flag} {path} is a folder; give a file name, e.g. {path / example}")
-    clf = DocumentClassifier.load(run)
+    if ig_steps < 1:
+        raise DocattnError(f"--ig-steps must be at least 1; got {ig_steps}")
+    methods = _run_methods(method, len(runs))
+    clfs = [DocumentClassifier.load(run) for run in runs]
     corpus = _pick(reader.corpus(data), n, sample, seed)
-    items = add_attention_views(clf.explain(corpus), clf, corpus)  # per-head (HCAN) and per-query (CSPAN) views
-    write_html(items, html, title=f"docattn {clf.model_name}: {Path(data).name}")
+    explained = [_explain_run(clf, corpus, m, target, ig_steps) for clf, m in zip(clfs, methods)]
+    if len(runs) == 1:
+        _write_one(explained[0], html, json_out, f"docattn {clfs[0].model_name}: {Path(data).name}")
+    else:
+        _write_comparison(runs, clfs, explained, html, json_out, Path(data).name)
     claim_in_run(html)
     if json_out:
-        from docattn.explain.attention import explanations_json
-        from docattn.explain.html import write_atomic
-
-        write_atomic(json_out, explanations_json(items))
         claim_in_run(json_out)
     console().print(f"wrote {html}" + (f" and {json_out}" if json_out else ""))
+
+
+def _run_methods(method: str | None, n_runs: int) -> list[str | None]:
+    """--method for each run: none (each model's own), one for all, or one per run."""
+    if method is None:
+        return [None] * n_runs
+    parts = [m.strip() for m in method.split(",")]
+    if len(parts) not in (1, n_runs) or not all(parts):
+        raise DocattnError(f"--method takes one method, or one per run ({n_runs}), separated by commas; got {method!r}")
+    return parts * n_runs if len(parts) == 1 else parts
+
+
+def _explain_run(clf, corpus, method: str | None, target: str | None, ig_steps: int) -> list[dict]:
+    from docattn.explain.attention import explain_documents
+    from docattn.explain.html import add_attention_views
+
+    index = None
+    if target is not None:
+        names = [str(c) for c in clf.labels.classes]
+        if target not in names:
+            raise DocattnError(f"--target {target!r} is no class of {clf.model_name!r}: {', '.join(names)}")
+        index = names.index(target)
+    items = explain_documents(clf, corpus, method=method, target=index, ig_steps=ig_steps)
+    return add_attention_views(items, clf, corpus)  # per-head (HCAN) and per-query (CSPAN) views of attention
+
+
+def _write_one(items: list[dict], html: Path, json_out: Path | None, title: str) -> None:
+    from docattn.explain.attention import explanations_json
+    from docattn.explain.html import write_atomic, write_html
+
+    write_html(items, html, title=title)
+    if json_out:
+        write_atomic(json_out, explanations_json(items))
+
+
+def _write_comparison(runs: list[Path], clfs, explained: list, html: Path, json_out: Path | None, data: str) -> None:
+    from docattn.explain.compare import Explained, comparison_json, run_names, write_comparison
+    from docattn.explain.html import write_atomic
+
+    named = [
+        Explained(name, clf.model_name, items[0]["method"] if items else "", items)
+        for name, clf, items in zip(run_names(runs), clfs, explained)
+    ]
+    write_comparison(named, html, title=f"docattn {' vs '.join(r.model for r in named)}: {data}")
+    if json_out:
+        write_atomic(json_out, comparison_json(named, runs))
 
 
 @app.command("attention-matrix")
@@ -302,9 +364,13 @@ def attention_stats(
 
 
 def _rationale_scores(clf, corpus) -> dict:
+    from docattn.explain.attention import explain_documents
+    from docattn.explain.methods import has_pooling_attention
     from docattn.explain.rationale import model_rationales, rationale_metrics
     from docattn.explain.stats import surface_token_lists, unlabelled
 
+    if not has_pooling_attention(clf.model):
+        return {}  # these statistics are attention's; `explain` has the other methods
     lengths = (
         None
         if clf.model.layout == "hierarchical"
@@ -314,7 +380,9 @@ def _rationale_scores(clf, corpus) -> dict:
     if lengths is not None and limit and any(sum(doc) > limit for doc in lengths):
         lengths = None  # truncated flat documents: the rationale positions may fall outside
     return rationale_metrics(
-        clf.explain(unlabelled(corpus)), model_rationales(clf.vocab, corpus), sentence_lengths=lengths
+        explain_documents(clf, unlabelled(corpus), method="attention"),
+        model_rationales(clf.vocab, corpus),
+        sentence_lengths=lengths,
     )
 
 
@@ -387,10 +455,11 @@ def faithfulness_cmd(
         help="Draw the n documents at random (by --seed), not the first n: "
         "files sorted by label would otherwise give one class only.",
     ),
-    methods: str = typer.Option(
-        "attention,random,gradient_x_input,integrated_gradients",
+    methods: str | None = typer.Option(
+        None,
         "--methods",
-        help="Comma-separated rankings to compare.",
+        help="Comma-separated rankings to compare: attention, linear, random, gradient_x_input, integrated_gradients.",
+        show_default="every ranking the model has, and random",
     ),
     percents: str = typer.Option("1,5,10,20,50", "--percents", help="k values (% of each document's words)."),
     ig_steps: int = typer.Option(20, "--ig-steps", help="Integrated-gradients steps."),
@@ -420,7 +489,7 @@ def faithfulness_cmd(
             faithfulness(
                 clf,
                 corpus,
-                methods=[m.strip() for m in methods.split(",") if m.strip()],
+                methods=None if methods is None else [m.strip() for m in methods.split(",") if m.strip()],
                 percents=ks,
                 batch_size=batch_size,
                 ig_steps=ig_steps,

@@ -29,11 +29,38 @@ def surface_sentences(vocab, string: str) -> list[list[str]]:
     return sentences or [["<unk>"]]
 
 
+def explain_documents(
+    clf, corpus, batch_size: int = 64, *, method: str | None = None, target=None, ig_steps: int = 20
+) -> list[dict]:
+    """Per document: prediction, probabilities, and word (and sentence) weights by ``method``, with how much of the
+    document the model read (``tokens_read``, or ``sentences_read`` of ``sentence_count`` and each sentence's
+    ``words_read``: words past a limit weigh 0).
+
+    ``method``: "attention", "linear", "gradient_x_input" or "integrated_gradients" (``explain.methods``); None
+    takes the model's default. The signed methods explain ``target``, a class index or one per document (None:
+    each document's predicted class), and add each word's signed contribution; "linear" adds the ``bias`` that
+    the contributions add up to the class's ``logit`` with. ``ig_steps``: integrated-gradients steps.
+    """
+    from docattn.data.corpus import to_corpus
+    from docattn.errors import ConfigError
+    from docattn.explain.methods import ATTENTION, SIGNED, resolve_method
+
+    corpus = corpus if isinstance(corpus, Corpus) else to_corpus(corpus)
+    method = resolve_method(clf.model, clf.model_name, method)
+    if method != ATTENTION:
+        from docattn.explain.attribution import contribution_items
+
+        return contribution_items(clf, corpus, method, target, ig_steps, batch_size)
+    if target is not None:
+        raise ConfigError(
+            f"attention weights do not depend on the class, so a target does not apply; it does for {', '.join(SIGNED)}"
+        )
+    return attention_items(clf, corpus, batch_size)
+
+
 @torch.inference_mode()
-def explain_documents(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
-    """Prediction, probabilities and per-sentence / per-word attention for each document, with how much
-    of it the model read: ``tokens_read`` (flat), ``sentences_read`` of ``sentence_count`` and each
-    sentence's ``words_read`` (hierarchical; sentences past the limit are left out). Unread words weigh 0."""
+def attention_items(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
+    """``explain_documents``' items by the model's own attention (or pooling) weights."""
     from docattn.training.inference import make_batch, softmax
 
     model = clf.model
@@ -63,6 +90,10 @@ def explain_documents(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
                 },  # keyed like "prediction"
                 "label": corpus.labels[d] if corpus.labels is not None else None,
                 "layout": model.layout,
+                "method": "attention",
+                "target": None,  # attention weighs words the same whichever class is asked about
+                "bias": None,
+                "logit": None,
             }
             # what truncation let the model read is said, so an unread word is not taken for an ignored one
             if model.layout == "hierarchical":
@@ -75,6 +106,7 @@ def explain_documents(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
                             "tokens": toks,
                             "weight": float(att["sentence"][row, i]) if "sentence" in att else None,
                             "word_weights": _fit(att["word"][row, i], len(toks)) if "word" in att else None,
+                            "word_contributions": None,
                             "words_read": min(len(toks), int(batch.word_mask[batch.sentence_index[row, i]].sum())),
                         }
                     )
@@ -82,6 +114,7 @@ def explain_documents(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
                 tokens = [t for s in sentences for t in s]
                 item["tokens"] = tokens
                 item["token_weights"] = _fit(att["token"][row], len(tokens)) if "token" in att else None
+                item["token_contributions"] = None
                 item["tokens_read"] = min(len(tokens), int(batch.mask[row].sum()))
             out.append(item)
     return out
@@ -95,9 +128,13 @@ def _fit(weights: np.ndarray, n: int) -> list[float]:
     return out.tolist()
 
 
+def jsonable(items: list[dict]) -> list[dict]:
+    """``explain``'s items ready for JSON: JSON keys are strings, so the class names of "probabilities" become str."""
+    return [{**it, "probabilities": {str(c): p for c, p in it["probabilities"].items()}} for it in items]
+
+
 def explanations_json(items: list[dict]) -> str:
-    """``explain``'s items as JSON text: JSON keys are strings, so the class names of "probabilities" become str."""
+    """``explain``'s items as JSON text."""
     import json
 
-    ready = [{**it, "probabilities": {str(c): p for c, p in it["probabilities"].items()}} for it in items]
-    return json.dumps(ready, ensure_ascii=False, indent=1, default=str)
+    return json.dumps(jsonable(items), ensure_ascii=False, indent=1, default=str)

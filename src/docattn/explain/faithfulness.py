@@ -18,7 +18,12 @@ values. Rankings compared on the same documents:
   all-padding baseline) to the document's embeddings, midpoint Riemann sum (Captum's
   ``LayerIntegratedGradients(model, model.embedding)`` with ``method="riemann_middle"``
   computes the same numbers; here it is done by hand so hierarchical batches, whose rows are
-  sentences, are attributed in one batched pass per step).
+  sentences, are attributed in one batched pass per step);
+- "linear": each word's exact contribution to the predicted class's logit, for linear models
+  (tf-idf baselines, fastText; ``explain.linear``), highest first.
+
+By default every ranking the model has is compared, and random. Bag-of-words models are scored the
+same way: their probabilities come from ``predict_proba_encoded`` on the shortened documents.
 
 Removal works on the encoded corpus: a removed word is deleted and its sentence closes up (what
 the model would read had the word never been there); a sentence left empty is dropped and a
@@ -35,10 +40,11 @@ import numpy as np
 
 from docattn.data.batching import bucket_keys
 from docattn.data.encoding import EncodedCorpus, ragged_ranges
+from docattn.errors import DocattnError
 from docattn.models.contract import is_one_shot
 
 PERCENTS = (1, 5, 10, 20, 50)
-METHODS = ("attention", "random", "gradient_x_input", "integrated_gradients")
+METHODS = ("attention", "linear", "random", "gradient_x_input", "integrated_gradients")
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:
@@ -123,7 +129,7 @@ def probabilities(clf, enc: EncodedCorpus, batch_size: int = 64) -> np.ndarray:
     return softmax(predict_logits(model, enc, batch_size, clf.limits))
 
 
-def _batch_positions(enc: EncodedCorpus, docs: np.ndarray) -> np.ndarray:
+def batch_positions(enc: EncodedCorpus, docs: np.ndarray) -> np.ndarray:
     """Token indices of ``docs`` in ``enc.tokens``, documents in the given order."""
     return ragged_ranges(document_starts(enc)[docs], enc.token_counts[docs])
 
@@ -152,7 +158,7 @@ def attention_scores(clf, enc: EncodedCorpus, batch_size: int = 32) -> np.ndarra
             if "token" not in att:
                 return None
             values = att["token"][batch.mask]  # (B, T) -> real tokens, row-major
-        out[_batch_positions(enc, batch.documents.cpu().numpy())] = values.float().cpu().numpy()
+        out[batch_positions(enc, batch.documents.cpu().numpy())] = values.float().cpu().numpy()
     return out
 
 
@@ -257,7 +263,7 @@ def gradient_scores(
             if a is None:
                 return None
             _, mask = _ids_and_mask(batch)
-            out[_batch_positions(enc, docs)] = a[mask].detach().float().cpu().numpy()
+            out[batch_positions(enc, docs)] = a[mask].detach().float().cpu().numpy()
     finally:
         model.train(was_training)
     return out
@@ -276,11 +282,42 @@ def _check_options(methods: Sequence[str], percents: Sequence[float], ig_steps: 
         raise ConfigError(f"percents must be shares of a document's words in (0, 100]; got {list(percents)}")
 
 
+def model_rankings(model) -> list[str]:
+    """The rankings ``faithfulness`` compares by default: every method the model has, and random."""
+    from docattn.explain.methods import model_methods
+
+    have = set(model_methods(model)) | {"random"}
+    return [m for m in METHODS if m in have]
+
+
+def _ranking(clf, enc: EncodedCorpus, method: str, pred: np.ndarray, batch_size: int, ig_steps: int, seed: int):
+    """(scores per token, None) for ``method``, or (None, why) where the model has no such ranking."""
+    from docattn.explain.methods import model_methods
+
+    if method == "random":
+        return np.random.default_rng(seed).random(len(enc.tokens)), None
+    if method not in model_methods(clf.model):
+        return None, f"model {clf.model_name!r} has no {method} explanation"
+    if method == "attention":
+        scores = attention_scores(clf, enc, batch_size)
+        return scores, None if scores is not None else f"model {clf.model_name!r} returns no word/token attention"
+    if method == "linear":
+        from docattn.explain.linear import linear_contributions
+
+        try:
+            return linear_contributions(clf, enc, pred, batch_size)[0], None
+        except DocattnError as err:  # fasttext-lib trained with a loss whose logits are not linear
+            return None, str(err)
+    steps = ig_steps if method == "integrated_gradients" else None
+    scores = gradient_scores(clf, enc, pred, steps, batch_size)
+    return scores, None if scores is not None else f"model {clf.model_name!r} has no differentiable word embedding"
+
+
 def faithfulness(
     clf,
     corpus,
     n: int | None = None,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] | None = None,
     percents: Sequence[float] = PERCENTS,
     batch_size: int = 32,
     ig_steps: int = 20,
@@ -288,14 +325,15 @@ def faithfulness(
 ) -> dict:
     """ERASER comprehensiveness and sufficiency at each k% and their AOPC, per ranking method.
 
-    ``corpus``: a ``Corpus`` or a list of texts; ``n`` keeps its first n documents. Methods a
-    model cannot support (no attention; no embedding layer for the gradient methods) are listed
-    with ``"available": False`` and the reason.
+    ``corpus``: a ``Corpus`` or a list of texts; ``n`` keeps its first n documents. ``methods`` None
+    compares every ranking the model has, and random (``model_rankings``); methods a model cannot
+    support are listed with ``"available": False`` and the reason.
     """
     from docattn.data.corpus import Corpus, to_corpus
     from docattn.errors import DataError
     from docattn.explain.collect import unlabelled
 
+    methods = model_rankings(clf.model) if methods is None else list(methods)
     _check_options(methods, percents, ig_steps)
     corpus = corpus if isinstance(corpus, Corpus) else to_corpus(corpus)
     if n:
@@ -321,17 +359,7 @@ def faithfulness(
             pass  # labels the model was not trained on: no accuracy, the rest stands
     for method in methods:
         t0 = time.perf_counter()
-        if method == "attention":
-            scores, why = (
-                attention_scores(clf, enc, batch_size),
-                f"model {clf.model_name!r} returns no word/token attention",
-            )
-        elif method == "random":
-            scores, why = np.random.default_rng(seed).random(len(enc.tokens)), ""
-        else:
-            steps = ig_steps if method == "integrated_gradients" else None
-            scores = gradient_scores(clf, enc, pred, steps, batch_size)
-            why = f"model {clf.model_name!r} has no differentiable word embedding layer"
+        scores, why = _ranking(clf, enc, method, pred, batch_size, ig_steps, seed)
         if scores is None:
             result["methods"][method] = {"available": False, "reason": why}
             continue
@@ -389,5 +417,5 @@ def captum_integrated_gradients(clf, enc: EncodedCorpus, target: np.ndarray, ste
         method="riemann_middle",
     )
     out = np.full(len(enc.tokens), np.nan)
-    out[_batch_positions(enc, batch.documents.numpy())] = attr.sum(-1)[batch.mask].detach().float().numpy()
+    out[batch_positions(enc, batch.documents.numpy())] = attr.sum(-1)[batch.mask].detach().float().numpy()
     return out

@@ -8,7 +8,10 @@ attention) and every word shaded by its attention. Two controls at the top, both
 - view: the model's attention (default) or, when ``add_attention_views`` attached them, one head
   of a multi-head model (HCAN) or one learned query (CSPAN) at a time.
 
-Every weight written in the page (``data-w``, ``data-p``, ``data-weight``) is scaled to [0, 1].
+Explanations by signed contributions (linear, gradient x input, integrated gradients) shade each word by
+|contribution| scaled to the document's largest, orange where it pushes toward the explained class and blue
+(class ``neg``) where it pushes away. Every weight written in the page (``data-w``, ``data-p``,
+``data-weight``) is scaled to [0, 1].
 """
 
 from __future__ import annotations
@@ -30,15 +33,16 @@ body{font-family:system-ui,sans-serif;margin:2em;max-width:60em;color:#222}
 .ok{color:#2a7} .bad{color:#c33}
 .controls{position:sticky;top:0;background:#fff;padding:.4em 0;border-bottom:1px solid #eee}
 .vname{font-size:80%;color:#777}
+.how{font-size:90%;color:#555}
 body.sentence-only .w{background:none!important}
 """
 
 _SCRIPT = """
-function shade(w){return 'rgba(255,80,0,'+Math.max(0,Math.min(1,w)).toFixed(3)+')';}
+function shade(w,neg){return (neg?'rgba(31,119,180,':'rgba(255,80,0,')+Math.max(0,Math.min(1,w)).toFixed(3)+')';}
 function setLevel(v){
   document.body.classList.toggle('sentence-only', v==='sentences');
   var key = v==='word' ? 'p' : 'w';
-  document.querySelectorAll('span.w').forEach(function(s){s.style.background=shade(parseFloat(s.dataset[key]));});
+  document.querySelectorAll('span.w').forEach(function(s){s.style.background=shade(parseFloat(s.dataset[key]),s.classList.contains('neg'));});
 }
 function setView(v){
   document.querySelectorAll('.doc').forEach(function(doc){
@@ -55,26 +59,31 @@ def _clip(w) -> float:
     return 0.0 if not math.isfinite(w) else max(0.0, min(1.0, w))
 
 
-def _shade(weight: float) -> str:
-    return f"background:rgba(255,80,0,{_clip(weight):.3f})"
+def _shade(weight: float, negative: bool = False) -> str:
+    colour = "31,119,180" if negative else "255,80,0"
+    return f"background:rgba({colour},{_clip(weight):.3f})"
 
 
-def _word_spans(tokens, weights, within=None, read: int | None = None) -> str:
+def _word_spans(tokens, weights, within=None, read: int | None = None, signed=None) -> str:
     """Spans of shaded words: ``weights`` the shown intensity, ``within`` the word-level one (both in [0, 1]);
-    words from position ``read`` on, which truncation kept from the model, are greyed."""
+    words from position ``read`` on, which truncation kept from the model, are greyed. ``signed``: each word's
+    contribution, whose sign picks the colour and which the tooltip gives."""
     within = weights if within is None else within
     read = len(tokens) if read is None else read
+    signed = [None] * len(tokens) if signed is None else signed
     parts = []
-    for i, (tok, w, p) in enumerate(zip(tokens, weights, within)):
+    for i, (tok, w, p, c) in enumerate(zip(tokens, weights, within, signed)):
         w, p = _clip(w), _clip(p)
         if i >= read:
             parts.append(
                 f'<span class="w unread" data-w="0" data-p="0" title="not read (truncated)">{html.escape(tok)}</span>'
             )
             continue
+        negative = c is not None and c < 0
+        title = f"{w:.3f}" if c is None else f"{c:+.4g}"
         parts.append(
-            f'<span class="w" data-w="{w:.4f}" data-p="{p:.4f}" style="{_shade(w)}" title="{w:.3f}">'
-            f"{html.escape(tok)}</span>"
+            f'<span class="w{" neg" if negative else ""}" data-w="{w:.4f}" data-p="{p:.4f}" '
+            f'style="{_shade(w, negative)}" title="{title}">{html.escape(tok)}</span>'
         )
     return " ".join(parts)
 
@@ -102,35 +111,63 @@ def _scaled(values) -> list[float]:
 
 
 def _body(item: dict, sentence_weights=None, word_weights=None, token_weights=None) -> str:
-    """Sentence bars and word shading of one document for one set of weights."""
+    """Sentence bars and word shading of one document for one set of weights (the item's own when none are given,
+    with their signed contributions where the method has them)."""
     if item.get("layout") == "hierarchical":
         sentences = item["sentences"]
+        signed = [s.get("word_contributions") for s in sentences] if word_weights is None else [None] * len(sentences)
         if sentence_weights is None:
             sentence_weights = [s["weight"] for s in sentences]
         if word_weights is None:
             word_weights = [s["word_weights"] for s in sentences]
         rows = []
-        for s, p_s, words in zip(sentences, sentence_weights, word_weights):
+        for s, p_s, words, c in zip(sentences, sentence_weights, word_weights, signed):
             p_s = 0.0 if p_s is None or not math.isfinite(p_s) else float(p_s)
             words = list(words) if words is not None else [0.0] * len(s["tokens"])
-            # HAN's rule (Yang et al. 2016, sec. 3.6): word intensity sqrt(p_sentence) * p_word, scaled to the doc max
-            rows.append(
-                (p_s, s["tokens"], [math.sqrt(max(p_s, 0.0)) * w for w in words], _scaled(words), s.get("words_read"))
-            )
+            # HAN's rule (Yang et al. 2016, sec. 3.6): word intensity sqrt(p_sentence) * p_word, scaled to the doc max;
+            # a contribution is shown as itself, |c| on one scale for the whole document
+            shown = [abs(x) for x in c] if c is not None else [math.sqrt(max(p_s, 0.0)) * w for w in words]
+            rows.append((p_s, s["tokens"], shown, _scaled(words), s.get("words_read"), c))
         top = max((max(r[2], default=0.0) for r in rows), default=0.0) or 1.0
         return "".join(
             f'<div class="sent" data-weight="{_clip(p):.4f}"><div class="bar" title="sentence weight {_clip(p):.3f}">'
             f'<span style="width:{100 * _clip(p):.1f}%"></span></div>'
-            f"<div>{_word_spans(toks, [w / top for w in shown], within, read)}</div></div>"
-            for p, toks, shown, within, read in rows
+            f"<div>{_word_spans(toks, [w / top for w in shown], within, read, c)}</div></div>"
+            for p, toks, shown, within, read, c in rows
         )
+    signed = item.get("token_contributions") if token_weights is None else None
     weights = token_weights if token_weights is not None else item.get("token_weights")
     weights = weights if weights is not None else [0.0] * len(item["tokens"])
-    return f"<div>{_word_spans(item['tokens'], _scaled(weights), read=item.get('tokens_read'))}</div>"
+    return f"<div>{_word_spans(item['tokens'], _scaled(weights), read=item.get('tokens_read'), signed=signed)}</div>"
 
 
-def render_document(item: dict) -> str:
-    """One document: prediction, gold label, probabilities, sentence bars and shaded words (and its views)."""
+_METHOD_NAMES = {
+    "linear": "linear contributions to the logit of",
+    "gradient_x_input": "gradient &times; input toward",
+    "integrated_gradients": "integrated gradients toward",
+}
+
+_LEGENDS = {
+    "attention": "Attention: bars are sentence attention; shading is word attention (hierarchical models: "
+    "sqrt(p_sentence) &times; p_word, scaled to each document's maximum). Models that pool by max instead of "
+    "attention show the share of the pooled features each word or sentence wins; mean pooling gives every position "
+    "the same weight.",
+    "linear": "Linear: each word's exact contribution to the explained class's logit (tf-idf weight &times; "
+    "coefficient, a bigram's split equally between its two words; fastText: its share of the mean of rows "
+    "&times; the class's output weights); the contributions plus the bias make the logit.",
+    "gradient_x_input": "Gradient &times; input: the gradient of the class's logit at each word's embedding, "
+    "times the embedding.",
+    "integrated_gradients": "Integrated gradients: gradient &times; input averaged along the path from the "
+    "all-padding document to this one; they add up to the change in the logit along it.",
+}
+_SIGNED_LEGEND = (
+    "Signed methods shade each word by |contribution|, scaled to the document's largest: orange pushes toward the "
+    "explained class, blue away from it; a sentence's bar is its words' share of the document's |contribution|."
+)
+
+
+def document_head(item: dict) -> str:
+    """The header of one explained document: id, prediction, verdict, probabilities, method, what was not read."""
     ranked = sorted(item["probabilities"].items(), key=lambda kv: -kv[1])
     probs = ", ".join(f"<bdi>{html.escape(str(c))}</bdi>: {p:.3f}" for c, p in ranked)  # bdi: user text, isolated
     gold = item.get("label")
@@ -141,12 +178,24 @@ def render_document(item: dict) -> str:
             f' <b class="{"ok" if ok else "bad"}">{"correct" if ok else "wrong"}</b> '
             f"(gold <bdi>{html.escape(str(gold))}</bdi>)"
         )
+    how = ""
+    if item.get("method") in _METHOD_NAMES:
+        how = f'<br><span class="how">{_METHOD_NAMES[item["method"]]} <bdi>{html.escape(str(item["target"]))}</bdi>'
+        if item.get("logit") is not None:
+            how += f" (logit {item['logit']:.3f} = the words' sum {item['logit'] - item['bias']:+.3f}"
+            how += f" + bias {item['bias']:+.3f})"
+        how += "</span>"
     note = _truncation_note(item)
     note = f'<br><span class="trunc">{html.escape(note)}</span>' if note else ""
-    head = (
+    return (
         f'<div class="meta"><bdi>{html.escape(str(item.get("id", "")))}</bdi>: predicted '
-        f"<b><bdi>{html.escape(str(item['prediction']))}</bdi></b>{verdict}<br>{probs}{note}</div>"
+        f"<b><bdi>{html.escape(str(item['prediction']))}</bdi></b>{verdict}<br>{probs}{how}{note}</div>"
     )
+
+
+def render_document(item: dict) -> str:
+    """One document: prediction, gold label, probabilities, sentence bars and shaded words (and its views)."""
+    head = document_head(item)
     views = item.get("views") or []
     if not views:
         return f'<div class="doc">{head}{_body(item)}</div>'
@@ -158,10 +207,8 @@ def render_document(item: dict) -> str:
     return f'<div class="doc">{head}{"".join(blocks)}</div>'
 
 
-def write_html(items: list[dict], path, title: str = "docattn attention report") -> Path:
-    """Write the report atomically; every style and script is inline."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _controls(items: list[dict]) -> str:
+    """The level select, and the view select when any document has views (heads, queries)."""
     view_names: list[str] = []
     for it in items:
         for v in it.get("views") or []:
@@ -174,23 +221,38 @@ def write_html(items: list[dict], path, title: str = "docattn attention report")
             ' &nbsp; view: <select onchange="setView(this.value)"><option value="attention">'
             f"model attention (mean of heads / queries)</option>{options}</select>"
         )
-    controls = (
+    return (
         '<div class="controls">level: <select onchange="setLevel(this.value)">'
         '<option value="combined">words: sqrt(p_sentence) &times; p_word</option>'
         '<option value="word">words: p_word within the sentence</option>'
         '<option value="sentences">sentences only</option></select>' + view_select + "</div>"
     )
-    doc = (
-        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_STYLE}</style>'
-        f"<script>{_SCRIPT}</script></head><body><h1>{html.escape(title)}</h1>"
-        "<p>Bars: sentence attention. Shading: word attention (hierarchical models: sqrt(p_sentence) &times; p_word, "
-        "scaled to each document's maximum). Models that pool by max instead of attention show the share of the "
-        "pooled features each word or sentence wins; mean pooling gives every position the same weight.</p>"
-        + controls
-        + "".join(render_document(it) for it in items)
+
+
+def legend(items: list[dict]) -> str:
+    """What the page's bars and shading mean, for the methods its documents were explained by."""
+    methods = list(dict.fromkeys(it.get("method", "attention") for it in items)) or ["attention"]
+    parts = [_LEGENDS[m] for m in methods if m in _LEGENDS]
+    if any(m in _METHOD_NAMES for m in methods):
+        parts.append(_SIGNED_LEGEND)
+    return "".join(f"<p>{p}</p>" for p in parts)
+
+
+def page(title: str, items: list[dict], body: str, style: str = "") -> str:
+    """A whole report page around ``body``: inline style and script, the title, the legend and the controls."""
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{_STYLE}{style}</style><script>{_SCRIPT}</script></head><body><h1>{html.escape(title)}</h1>"
+        + legend(items)
+        + _controls(items)
+        + body
         + "</body></html>"
     )
-    return write_atomic(path, doc)
+
+
+def write_html(items: list[dict], path, title: str = "docattn attention report") -> Path:
+    """Write the report atomically; every style and script is inline."""
+    return write_atomic(path, page(title, items, "".join(render_document(it) for it in items)))
 
 
 def write_atomic(path, text: str) -> Path:
@@ -228,6 +290,8 @@ def add_attention_views(items: list[dict], clf, corpus, batch_size: int = 32) ->
     from docattn.explain.attention_keys import PER_HEAD, attention_kind
     from docattn.explain.collect import attention_batches, unlabelled
 
+    if any(it.get("method", "attention") != "attention" for it in items):
+        return items  # heads and queries are attention's views; a signed explanation has its own weights
     enc = clf.encode(unlabelled(corpus))
     hierarchical = clf.model.layout == "hierarchical"
     for batch, out in attention_batches(clf, enc, batch_size, bucketed=False):
