@@ -207,3 +207,15 @@ def test_single_label_corpus_for_a_single_label_model_refuses_label_sets():
     corpus = Corpus(texts=["a b"], labels=[("x", "y")], multi_label=True)
     with pytest.raises(DataError, match="sets of labels for a single-label model"):
         encode_corpus(corpus, vocab, LabelMap(["x", "y"]))
+
+
+def test_a_class_the_model_cannot_tell_apart_is_not_predicted_for_every_document():
+    """Its own best F1 would be "every document"; micro-F1 over all classes says no."""
+    rng = np.random.default_rng(3)
+    gold = np.zeros((500, 2), dtype=bool)
+    gold[:250, 0] = True
+    probs = np.where(gold, 0.8, 0.2) + rng.normal(0, 0.05, (500, 2))
+    gold[rng.choice(500, 25, replace=False), 1] = True  # class 1: 5% of documents, probabilities unrelated
+    probs[:, 1] = rng.random(500) * 0.3
+    thresholds, _ = tune_thresholds(gold, probs)
+    assert (probs[:, 1] >= thresholds[1]).mean() < 0.05

@@ -76,20 +76,25 @@ MIN_POSITIVES = 3  # a class's own threshold needs this many validation document
 
 
 def tune_thresholds(gold, probs) -> tuple[np.ndarray, float]:
-    """(per-class thresholds, the global threshold) that maximise F1 on validation.
+    """(per-class thresholds, the global threshold) that maximise micro-F1 on validation.
 
-    The global threshold maximises micro-F1 over all classes. A class with at least ``MIN_POSITIVES``
-    validation documents gets the threshold that maximises its own F1 (ties: the one nearest the global);
-    rarer classes keep the global one, since one or two documents would pick a threshold at random."""
+    The global threshold maximises micro-F1 over all classes. Then each class with at least ``MIN_POSITIVES``
+    validation documents gets the threshold that maximises micro-F1 with every other class at the global one
+    (ties: the one nearest the global). Its own F1 would be the wrong aim: for a class the model cannot tell
+    apart, "every document" has the best F1 and floods the output with false positives. Rarer classes keep
+    the global threshold, since one or two documents would pick one at random."""
     gold, probs = np.asarray(gold, dtype=bool), np.asarray(probs, dtype=np.float64)
     support = gold.sum(0)
-    tp = np.stack([((probs >= t) & gold).sum(0) for t in THRESHOLD_GRID])  # (G, C)
-    predicted = np.stack([(probs >= t).sum(0) for t in THRESHOLD_GRID])
+    tp = np.stack([((probs >= t) & gold).sum(0) for t in THRESHOLD_GRID]).astype(np.float64)  # (G, C)
+    predicted = np.stack([(probs >= t).sum(0) for t in THRESHOLD_GRID]).astype(np.float64)
     micro = 2 * tp.sum(1) / np.maximum(predicted.sum(1) + support.sum(), 1)
-    best_global = int(np.argmax(micro))
-    global_t = float(THRESHOLD_GRID[best_global])
-    f1 = np.divide(2 * tp, predicted + support, out=np.zeros(tp.shape), where=(predicted + support) > 0)
-    distance = np.abs(THRESHOLD_GRID - global_t)[:, None]
-    best = np.lexsort((distance.repeat(f1.shape[1], 1), -f1), axis=0)[0]  # highest F1, then nearest the global
+    g = int(np.argmax(micro))
+    global_t = float(THRESHOLD_GRID[g])
+    # micro-F1 when class c alone moves to threshold t: its counts at t replace its counts at the global one
+    tp_all = tp[g].sum() - tp[g][None, :] + tp
+    predicted_all = predicted[g].sum() - predicted[g][None, :] + predicted
+    moved = 2 * tp_all / np.maximum(predicted_all + support.sum(), 1)
+    distance = np.abs(THRESHOLD_GRID - global_t)[:, None].repeat(moved.shape[1], 1)
+    best = np.lexsort((distance, -np.round(moved, 12)), axis=0)[0]  # highest micro-F1, then nearest the global
     thresholds = np.where(support >= MIN_POSITIVES, THRESHOLD_GRID[best], global_t)
     return thresholds, global_t

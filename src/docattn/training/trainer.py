@@ -184,6 +184,8 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
             results.update({k: v for k, v in prior.items() if k in ("embeddings", "coverage", "embedding_seconds")})
         else:
             results.update(init_embeddings(model, data, cfg))
+            if clf.labels.multi_label:
+                _start_at_priors(model, train.labels)
         if run_dir is not None:
             if not resuming:  # an earlier run's weights beside this run's config would load as this model
                 (run_dir / WEIGHTS).unlink(missing_ok=True)
@@ -218,6 +220,18 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         save_run(run_dir, clf.model_name, model, clf.vocab, clf.labels, clf.data_settings, cfg, results)
         save_membership(run_dir, data.splits)
     return results
+
+
+def _start_at_priors(model, labels: np.ndarray) -> None:
+    """Multi-label: the output layer's biases start at each class's log-odds in training, so the first
+    epochs are not spent learning that most classes are absent from most documents (with 90 classes and
+    about one label per document, a sigmoid at 0.5 is wrong for nearly every output)."""
+    head = model.classifier  # every neural model's last layer: nn.Linear(features, num_classes)
+    if not isinstance(head, torch.nn.Linear) or head.bias is None:
+        return
+    share = np.clip(np.asarray(labels, dtype=np.float64).mean(0), 1e-4, 1 - 1e-4)
+    with torch.no_grad():
+        head.bias.copy_(torch.from_numpy(np.log(share / (1 - share))).to(head.bias))
 
 
 def fit_record(res: FitResult) -> dict:
