@@ -16,6 +16,7 @@ text, ``delimited`` (csv, tsv), ``jsonl`` and ``line_formats`` (zhang, tang, fas
 ``trees`` and ``folders`` read folders and archives, whose members ``archives`` walks and checks (the same
 walk unpacks ``docattn data download``'s archives); ``reuters`` reads the SGML files of a tree, ``table``
 (with ``table_layout`` finding splits and class names) Parquet and Arrow tables; ``stdin`` reads "-".
+``iter_chunks`` (``stream``) reads any of them in chunks of documents, in memory bounded by the chunk size.
 
 Memory is bounded by settings, never by the input's size. Each limit is an environment variable,
 read whenever a reader runs (the same for the CLI, Python code and tests), else the default below:
@@ -64,6 +65,7 @@ from docattn.data.readers.line_formats import (
 )
 from docattn.data.readers.reuters import read_reuters
 from docattn.data.readers.stdin import _stdin, _stdin_format
+from docattn.data.readers.stream import iter_chunks
 from docattn.data.readers.table import read_table_splits
 from docattn.data.readers.trees import _archive_tree as _archive_tree
 from docattn.data.readers.trees import _directory_tree as _directory_tree
@@ -71,7 +73,7 @@ from docattn.data.readers.trees import _open_tree, _Tree, file_tree
 from docattn.data.readers.trees import walk as walk
 from docattn.errors import ConfigError, DataError
 
-__all__ = ["FORMATS", "STDIN", "detect_format", "read_corpus", "read_splits", "read_texts"]
+__all__ = ["FORMATS", "STDIN", "detect_format", "iter_chunks", "read_corpus", "read_splits", "read_texts"]
 
 # the "x as x" imports above, and this, keep the names other modules and tests take from here
 _NotPlainTar = plain_tar.NotPlainTar

@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import stat
+import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -37,6 +38,15 @@ class _Source:
 
 def _select_splits(available: Iterable[str], split: str | None, single: bool, path: Any) -> list[str]:
     available = list(available)
+    stream = _stream()
+    if stream is not None and stream.prefer and split is None:  # the first of the stream's choices the source has
+        found = [s for s in stream.prefer if s in available]
+        if not found:
+            raise DataError(
+                f"{path}: no {stream.prefer[0]} split (splits: {', '.join(available)}); "
+                "choose one with --split (split= from Python)"
+            )
+        return found[:1]
     if split is not None:
         wanted = _split_name(split) or split
         if wanted not in available:
@@ -123,8 +133,34 @@ def _opened(source: _Source) -> Iterator[Any]:
         yield stream
 
 
+class _Stream:
+    """Where a reader running for :mod:`docattn.data.readers.stream` hands its documents: every ``chunk_size``
+    of them, and whenever its input stalls, ``sink`` gets a Corpus and the reader forgets them."""
+
+    def __init__(self, sink: Callable[[Corpus], None], chunk_size: int, prefer: tuple[str, ...] = ()):
+        self.sink, self.chunk_size = sink, chunk_size
+        self.prefer = prefer  # splits to read when none is named: the first of these the source has
+        self.documents: _Documents | None = None  # the documents being read, handed off when the input stalls
+        self.integer_labels = False  # the reader would have made integer-looking labels ints, had it seen them all
+
+    def stalled(self) -> None:
+        if self.documents is not None:
+            self.documents.hand_off()
+
+
+_streaming = threading.local()  # .current: the _Stream of the reader running in this thread, if any
+
+
+def _stream() -> _Stream | None:
+    return getattr(_streaming, "current", None)
+
+
 class _Documents:
-    """One split's documents as they are read, applying the empty-document policy."""
+    """One split's documents as they are read, applying the empty-document policy.
+
+    In a stream (a reader run by ``stream.iter_chunks``) the documents go out in chunks as they are read,
+    and :meth:`corpus` gives only those not handed off yet; ids, stats and checks are the same.
+    """
 
     def __init__(self, source: str, on_empty: str):
         self.source = source
@@ -136,6 +172,10 @@ class _Documents:
         self.ids: list[str] = []
         self.stats = {"skipped_empty": 0, "decode_errors": 0}
         self.max_chars = _max_chars()
+        self.stream = _stream()
+        self.handed = 0  # documents already handed to the stream
+        if self.stream is not None:
+            self.stream.documents = self
 
     def add(
         self,
@@ -164,16 +204,32 @@ class _Documents:
         self.sentences.append(sentences)
         self.rationales.append(rationale)
         self.ids.append(doc_id)
+        if self.stream is not None and len(self.texts) >= self.stream.chunk_size:
+            self.hand_off()
+
+    def hand_off(self) -> None:
+        """The documents read so far, as one chunk, to the stream; what only the whole source settles (integer
+        labels, multi-label, classes) is left to the last chunk, see ``stream.Chunks``."""
+        if self.stream is None or not self.texts:
+            return
+        labeled = any(y is not None for y in self.labels)
+        chunk = self._corpus(labeled, None, any(isinstance(y, tuple) for y in self.labels), dict(self.stats))
+        self.handed += len(self.texts)
+        self.texts, self.labels, self.sentences, self.rationales, self.ids = [], [], [], [], []
+        self.stream.sink(chunk)
 
     def corpus(
         self, labeled: bool, classes: list[Hashable] | None = None, hint: str = "", multi_label: bool = False
     ) -> Corpus:
         """``multi_label``: labels are tuples (bare ones become 1-tuples), as :class:`Corpus` says."""
-        if not self.texts:
+        if not self.texts and not self.handed:
             raise DataError(f"no documents in {self.source}{hint}")
+        return self._corpus(labeled, classes, multi_label, self.stats)
+
+    def _corpus(self, labeled: bool, classes: list[Hashable] | None, multi_label: bool, stats: dict) -> Corpus:
         # documents given as sentences keep them even beside documents given as text (None: the splitter's job)
         has_sentences = any(s is not None for s in self.sentences)
-        has_rationales = all(r is not None for r in self.rationales)
+        has_rationales = bool(self.rationales) and all(r is not None for r in self.rationales)
         return Corpus(
             texts=self.texts,
             labels=self.labels if labeled else None,
@@ -181,7 +237,7 @@ class _Documents:
             ids=self.ids,
             source=self.source,
             classes=classes,
-            stats=self.stats,
+            stats=stats,
             rationales=self.rationales if has_rationales else None,
             multi_label=multi_label,
         )
@@ -205,7 +261,11 @@ def _missing_label(where: str, what: str) -> DataError:
 def _integer_labels(labels: list) -> list:
     """Labels as ints when every one is an integer, so ratings sort 1, 2, ..., 10 rather than 1, 10, 2;
     kept as written when two spellings would become one number ("01" and "1"). A tuple of labels (a
-    multi-label document) is converted label by label, with the others."""
+    multi-label document) is converted label by label, with the others. A stream never sees them all: the
+    labels stay as read, and ``stream.Chunks.integer_labels`` says the whole source would convert them."""
+    if (stream := _stream()) is not None:
+        stream.integer_labels = True
+        return labels
     flat = [x for y in labels for x in (y if isinstance(y, tuple) else (y,))]
     if not all(isinstance(x, str) and _INTEGER.fullmatch(x) for x in flat):
         return labels

@@ -1,0 +1,213 @@
+"""Documents in chunks as they are read: memory bounded by the chunk size, not by the input, and the first
+chunk out before the input ends.
+
+``iter_chunks(path, chunk_size)`` runs the ordinary reader of ``path`` (any format :func:`read_corpus` reads,
+"-" for stdin) in a thread; every ``chunk_size`` documents it hands a :class:`Corpus` to a small queue the
+caller iterates over. Ids, stats, the empty-document policy and every check are the reader's own, so the
+chunks joined are the corpus ``read_corpus`` gives, and bad input is the same one-line DataError, raised in
+the caller when it reaches that point of the input::
+
+    chunks = iter_chunks("reviews.csv", 1000, text_columns=["review"], ignore_labels=True)
+    for corpus in chunks:  # len(corpus) <= 1000, in input order
+        ...
+    chunks.stats  # the whole read's counts (skipped_empty, cut_documents, ...), once the loop has ended
+
+Stdin, or a pipe, also hands over what it has whenever its writer pauses, so an interactive or endless pipe
+gets its documents line by line. Some inputs are only read whole, and come as one chunk, or start late:
+Parquet/Arrow tables (read a row group at a time, but held whole by their reader), a folder tree read
+``multi_label`` (copies of a file under several label folders are merged), TSV on stdin (read twice, so
+kept first) and a CSV's first 200 rows (its header is sniffed from them).
+
+What only the whole source settles is left to the end: a chunk's labels are as read (a JSON label keeps its
+type, "7" in a CSV stays a string), and once the loop has ended ``chunks.integer_labels`` says the reader
+would have made them ints (see ``integer_labels``), ``chunks.multi_label`` and ``chunks.classes`` are the
+corpus's. Stopping early (``break``, then ``chunks.close()`` or the end of a ``with`` block) stops the reader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import queue
+import select
+import stat
+import sys
+import threading
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+from docattn.data.corpus import Corpus
+from docattn.data.readers import base
+from docattn.data.readers.base import STDIN, _integer_labels
+
+__all__ = ["DEFAULT_CHUNK", "Chunks", "integer_labels", "iter_chunks"]
+
+DEFAULT_CHUNK = 4096  # documents per chunk: length buckets within it batch about as well as over a whole corpus
+_QUEUED = 2  # chunks waiting for the caller: the reader reads ahead, never far
+
+
+def iter_chunks(
+    path: str | os.PathLike,
+    chunk_size: int = DEFAULT_CHUNK,
+    split: str | tuple[str, ...] | None = None,
+    format: str | None = None,
+    **options: Any,
+) -> Chunks:
+    """The documents of one split of ``path`` as Corpus chunks of at most ``chunk_size``, in input order.
+
+    ``split``: a split name as :func:`read_corpus` takes it; a tuple of names, the first of them the source
+    has (("test", "all"): the test split, else a source without splits, as ``docattn predict`` reads); None,
+    the source's only split. ``format`` and ``options`` as :func:`read_splits` takes them.
+    """
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        from docattn.errors import ConfigError
+
+        raise ConfigError(f"chunk_size must be a whole number of documents, at least 1; got {chunk_size!r}")
+    if options.get("multi_label") and str(path) != STDIN:
+        from docattn.data.readers import detect_format
+
+        if (format or detect_format(path)) == "folder":  # copies merge into documents read before them
+            chunk_size = sys.maxsize
+    return Chunks(path, chunk_size, split, format, options)
+
+
+def integer_labels(labels: list[Hashable]) -> list[Hashable]:
+    """Labels gathered from every chunk as the reader gives them when it sees them all, where
+    ``chunks.integer_labels`` says so: ints when every one is an integer (1, 2, ..., 10 sort in that order)."""
+    return _integer_labels(labels)
+
+
+class Chunks(Iterator[Corpus]):
+    """The chunks of one read (see :func:`iter_chunks`); after the last one, ``stats``, ``classes``,
+    ``multi_label`` and ``integer_labels`` describe the whole corpus, and ``documents`` counts it."""
+
+    def __init__(self, path, chunk_size: int, split, format: str | None, options: dict[str, Any]):
+        self.stats: dict[str, Any] = {}
+        self.classes: list[Hashable] | None = None
+        self.multi_label = bool(options.get("multi_label"))
+        self.integer_labels = False
+        self.documents = 0
+        self._queue: queue.Queue = queue.Queue(_QUEUED)
+        self._stop = threading.Event()
+        self._done = False
+        args = (path, chunk_size, split, format, options)
+        self._thread = threading.Thread(target=self._read, args=args, name="docattn-reader", daemon=True)
+        self._thread.start()
+
+    def __next__(self) -> Corpus:
+        if self._done:
+            raise StopIteration
+        item = self._queue.get()
+        if isinstance(item, Corpus):
+            self.documents += len(item)
+            return item
+        self._done = True
+        self._thread.join()
+        if isinstance(item, BaseException):
+            raise item
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop the reader, if it is still reading (a reader waiting on stdin stops when stdin gives or ends)."""
+        self._done = True
+        self._stop.set()
+        while True:  # make room, so a reader waiting to hand a chunk over sees the stop
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+        self._thread.join(timeout=1.0)
+
+    def __enter__(self) -> Chunks:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self._stop.set()
+
+    def _read(self, path, chunk_size: int, split, format: str | None, options: dict[str, Any]) -> None:
+        from docattn.data.readers import _finish, _read
+
+        prefer = split if isinstance(split, tuple) else ()
+        stream = base._Stream(lambda chunk: self._put(_finish({"": chunk}, options)[""]), chunk_size, prefer)
+        base._streaming.current = stream
+        try:
+            with _stalls_handed_off(path, stream):
+                one = None if prefer else split
+                last = next(iter(_read(path, format, options, split=one, single=not prefer).values()))
+            last = _finish({"": last}, options)[""]
+            self.stats, self.classes, self.multi_label = last.stats, last.classes, last.multi_label
+            self.integer_labels = stream.integer_labels
+            if len(last):
+                last.stats = dict(last.stats)
+                self._put(last)
+            self._put(StopIteration())
+        except _Stopped:
+            pass
+        except Exception as error:  # the caller raises it, as if it had read the input itself
+            with contextlib.suppress(_Stopped):
+                self._put(error)
+        finally:
+            base._streaming.current = None
+
+    def _put(self, item: Any) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+        raise _Stopped
+
+
+class _Stopped(BaseException):
+    """The caller stopped reading: unwinds the reader, closing what it opened (no reader catches it)."""
+
+
+class _stalls_handed_off:  # noqa: N801 (a context manager used as a function)
+    """While a stream reads stdin from a pipe or terminal, stdin is read through :class:`_StallingInput`, so the
+    documents read so far go out whenever the writer pauses; a file on stdin, or a test's stdin, is read as is."""
+
+    def __init__(self, path, stream: base._Stream):
+        self.path, self.stream, self.saved = path, stream, None
+
+    def __enter__(self) -> None:
+        stdin = sys.stdin
+        if str(self.path) != STDIN or stdin is None or stdin is not sys.__stdin__:
+            return
+        try:
+            fd = stdin.fileno()
+            mode = os.fstat(fd).st_mode
+        except (OSError, ValueError, io.UnsupportedOperation):
+            return
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
+            return
+        raw = _StallingInput(fd, self.stream.stalled)
+        self.saved = stdin
+        sys.stdin = io.TextIOWrapper(io.BufferedReader(raw), encoding=stdin.encoding, errors=stdin.errors)
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is not None:
+            sys.stdin = self.saved
+
+
+class _StallingInput(io.RawIOBase):
+    """A file descriptor's bytes; before a read that would wait for the writer, ``stalled()`` is called."""
+
+    def __init__(self, fd: int, stalled):
+        self.fd, self.stalled = fd, stalled
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        try:
+            ready = select.select([self.fd], [], [], 0)[0]
+        except (OSError, ValueError):
+            ready = True
+        if not ready:
+            self.stalled()
+        return os.readv(self.fd, [b])
