@@ -206,7 +206,8 @@ class ResumePoint(Callback):
 
 
 class MetricsLog(Callback):
-    """One CSV row per validation: epoch, step, losses, accuracy, macro-F1, documents/s, elapsed time."""
+    """One CSV row per validation: epoch, step, losses, accuracy, macro-F1, documents/s, elapsed time; the
+    trainer's experiment loggers get each row too."""
 
     COLUMNS = [
         "epoch",
@@ -316,6 +317,8 @@ class MetricsLog(Callback):
         }
         self._loss_sum, self._loss_docs = 0.0, 0
         self.rows.append(row)
+        if trainer.loggers:
+            self._forward(trainer, row)
         if self.echo and trainer.is_global_zero:
             print(
                 f"  epoch {row['epoch'] + 1} step {row['step']}: val_acc {row['val_acc']:.4f} "
@@ -336,3 +339,12 @@ class MetricsLog(Callback):
                 raise WriteError(
                     f"cannot write {self.path}: {err.strerror or err} (free some space or write elsewhere)"
                 ) from None
+
+    @staticmethod
+    def _forward(trainer, row: dict) -> None:
+        """The row to the experiment loggers (training/loggers.py) at its step: the columns Lightning has not
+        just sent them itself, as it has what the model logs (val_loss, val_acc, val_macro_f1)."""
+        sent = trainer.logged_metrics
+        own = {k: v for k, v in row.items() if k not in ("epoch", "step") and k not in sent}
+        for logger in trainer.loggers:
+            logger.log_metrics(own, step=row["step"])

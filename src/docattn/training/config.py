@@ -6,6 +6,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 
 from docattn.errors import ConfigError, checked_fields
+from docattn.training.loggers import checked_logger
 
 MAX_SEED = 2**32 - 1  # what NumPy's and Lightning's seeding accept
 
@@ -87,6 +88,9 @@ class TrainConfig:
     loader_workers: int = 0  # processes building batches beside training (0: the training process builds them)
     progress: bool = True  # a live progress bar on a terminal; a line per validation elsewhere (logs, nohup, CI)
     progress_lines: bool = False  # a line per validation on stderr even without the bar (benchmark trials)
+    # also log the curves, learning rate, docs/s and test scores with Lightning's "csv", "tensorboard", "mlflow"
+    # or "wandb" logger, into the run folder's logs/ (training/loggers.py); None: metrics.csv only
+    logger: str | None = None
 
     def __post_init__(self):
         checked_fields(self)
@@ -107,8 +111,8 @@ class TrainConfig:
             raise ConfigError(f"optimizer must be sgd, adam or adamw, got {self.optimizer!r}")
         if self.schedule not in ("none", "step", "multistep", "cosine"):
             raise ConfigError(f"schedule must be none, step, multistep or cosine, got {self.schedule!r}")
-        if self.monitor not in (None, "val_acc", "val_macro_f1", "val_loss"):
-            raise ConfigError(f"monitor must be val_acc, val_macro_f1 or val_loss, got {self.monitor!r}")
+        if self.monitor not in (None, "val_acc", "val_macro_f1", "val_micro_f1", "val_loss"):
+            raise ConfigError(f"monitor must be val_acc, val_macro_f1, val_micro_f1 or val_loss, got {self.monitor!r}")
         if self.val_per_epoch < 1:
             raise ConfigError(f"val_per_epoch must be >= 1, got {self.val_per_epoch}")
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -145,6 +149,7 @@ class TrainConfig:
             if value is not None and value < 0:
                 raise ConfigError(f"{name} must be >= 0, got {value}")
         self.betas = tuple(self.betas)
+        self.logger = checked_logger(self.logger)  # a missing package is named now, before any work
 
     def lr_grid(self) -> list[float]:
         """Rates ``docattn tune`` tries by default: the HAN paper's SGD grid under SGD; under Adam the
@@ -161,7 +166,12 @@ class TrainConfig:
         names = {f.name for f in fields(cls)}
         if "recipe" not in data:  # saved before recipes: trained for fixed epochs, unweighted, by accuracy
             data = {"recipe": "paper", "class_weight": None, "monitor": "val_acc", "guardrail": False, **data}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        kept = {k: v for k, v in data.items() if k in names}
+        # a run that logged to MLflow or W&B still loads (to predict, evaluate, explain) where neither is installed
+        logger = checked_logger(kept.pop("logger", None), installed=False)
+        config = cls(**kept)
+        config.logger = logger
+        return config
 
     @classmethod
     def field_names(cls) -> set[str]:

@@ -41,6 +41,7 @@ from docattn.training.callbacks import (
 )
 from docattn.training.config import TrainConfig
 from docattn.training.inference import make_batch
+from docattn.training.loggers import build_loggers
 from docattn.training.run import METRICS, WEIGHTS, resume_checkpoint
 
 
@@ -406,7 +407,7 @@ def resolve_precision(cfg: TrainConfig) -> str:
     return "bf16-mixed" if wants_gpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
 
 
-def _trainer(cfg: TrainConfig, callbacks: list, val_interval, bar: bool, run_dir: Path | None) -> L.Trainer:
+def _trainer(cfg: TrainConfig, callbacks: list, val_interval, bar: bool, run_dir: Path | None, loggers) -> L.Trainer:
     return L.Trainer(
         max_epochs=cfg.max_epochs,
         accelerator=cfg.accelerator,
@@ -417,7 +418,7 @@ def _trainer(cfg: TrainConfig, callbacks: list, val_interval, bar: bool, run_dir
         gradient_clip_val=cfg.grad_clip,
         val_check_interval=val_interval,
         max_time=timedelta(seconds=cfg.max_time) if cfg.max_time else None,
-        logger=False,
+        logger=loggers,  # False unless --logger asked for one (training/loggers.py)
         callbacks=callbacks,
         enable_checkpointing=False,  # ResumePoint writes the one checkpoint a run needs
         enable_progress_bar=bar,
@@ -429,7 +430,12 @@ def _trainer(cfg: TrainConfig, callbacks: list, val_interval, bar: bool, run_dir
 
 
 def checked_trainer(
-    cfg: TrainConfig, callbacks: list | None = None, val_interval=None, bar: bool = False, run_dir: Path | None = None
+    cfg: TrainConfig,
+    callbacks: list | None = None,
+    val_interval=None,
+    bar: bool = False,
+    run_dir: Path | None = None,
+    loggers: list | bool = False,
 ) -> L.Trainer:
     """The Lightning trainer for ``cfg``; devices, strategy or precision it refuses are one ConfigError. Called
     alone before a run folder is written, so a bad option changes nothing there."""
@@ -437,7 +443,7 @@ def checked_trainer(
         raise ConfigError(f"accelerator={cfg.accelerator!r} but PyTorch sees no CUDA GPU here (use auto or cpu)")
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # its start-up banners are noise for users
     try:
-        return _trainer(cfg, callbacks or [], val_interval, bar, run_dir)
+        return _trainer(cfg, callbacks or [], val_interval, bar, run_dir, loggers)
     except (MisconfigurationException, ValueError, TypeError, ImportError) as err:
         # devices, strategy or precision Lightning refuses; an accelerator whose package is missing (tpu: torch_xla)
         raise ConfigError(f"training options: {str(err).strip().splitlines()[0]}") from None
@@ -468,7 +474,8 @@ def fit(
     # a live bar needs a terminal: redirected to a file it would print nothing until the end
     bar = cfg.progress and sys.stderr.isatty()
     callbacks = _fit_callbacks(cfg, run_dir, on_best, bar, resumed=ckpt_path is not None)
-    trainer = checked_trainer(cfg, callbacks.all, _validation_interval(cfg, len(train)), bar, run_dir)
+    loggers = build_loggers(cfg, run_dir)
+    trainer = checked_trainer(cfg, callbacks.all, _validation_interval(cfg, len(train)), bar, run_dir, loggers)
     t0 = time.perf_counter()
     _run_lightning(trainer, module, data, ckpt_path, run_dir)
     seconds = time.perf_counter() - t0

@@ -215,10 +215,12 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
             if run_dir is not None:
                 baseline.save(run_dir)
     if run_dir is not None and results.get("is_global_zero", True):
+        from docattn.training.loggers import log_test_table
         from docattn.training.membership import save_membership
 
         save_run(run_dir, clf.model_name, model, clf.vocab, clf.labels, clf.data_settings, cfg, results)
         save_membership(run_dir, data.splits)
+        log_test_table(cfg, run_dir, results)  # --logger: the test scores beside the baseline's; closes it
     return results
 
 
