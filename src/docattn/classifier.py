@@ -415,6 +415,21 @@ class DocumentClassifier:
         clf._run_dir = Path(path).resolve()
         return clf
 
+    @classmethod
+    def from_config(cls, path, model: str | None = None, **options) -> DocumentClassifier:
+        """An unfitted classifier with the options of a ``docattn train --config`` file: a TOML file
+        (docs/configuration.md) or a run's config.json (or its folder), to repeat or vary that run.
+        ``model`` and ``options`` override the file's; the file's data keys (``train``, ``out``, ...) are
+        the command line's and are ignored here. An unknown key is a ConfigError naming the closest one."""
+        from docattn.config_file import TRAIN_KEYS, classifier_options
+
+        name, given, _ = classifier_options(path, model)
+        given = {k: v for k, v in given.items() if k not in TRAIN_KEYS}
+        try:
+            return cls(name, **{**given, **options})
+        except ConfigError as err:
+            raise ConfigError(f"{path}: {err}") from None
+
     def __repr__(self) -> str:
         state = "fitted" if self.model is not None else "not fitted"
         return f"DocumentClassifier(model={self.model_name!r}, {state})"

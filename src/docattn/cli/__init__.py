@@ -6,7 +6,7 @@ imports torch, Lightning or scikit-learn when it runs.
 
 # isort: off
 # imported for the commands they register, in the order `docattn --help` lists them
-from docattn.cli import demo, train, evaluate, explain, benchmark, data, deploy  # noqa: F401
+from docattn.cli import demo, train, evaluate, explain, benchmark, data, deploy, config  # noqa: F401
 from docattn.cli.app import app, main
 from docattn.cli.demo import _default_reach
 

@@ -17,6 +17,10 @@ app = typer.Typer(
 )
 data_app = typer.Typer(add_completion=False, help="Standard data sets and corpus statistics.")
 app.add_typer(data_app, name="data")
+config_app = typer.Typer(
+    add_completion=False, help="Training options: each one's value, and whether the default, model, file or CLI set it."
+)
+app.add_typer(config_app, name="config")
 
 USER_ERROR = 2  # what a DocattnError exits with; Interrupted exits 128 + the signal's number (130, 143)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,7 @@ import typer
 from docattn.cli.app import app, console
 from docattn.cli.options import SETS_HELP, Reader, check_out, model_name, option, parse_sets, reads_documents
 from docattn.cli.report import data_line, human_epoch, note_unused_options, print_skipped, print_training
+from docattn.config_file import ALIASES, TRAIN_KEYS, FileConfig
 from docattn.data.sources import parse_value
 from docattn.data.sources import resolve_source as _resolve
 from docattn.errors import DocattnError
@@ -20,10 +22,6 @@ _OWN = "the model's own"
 # each option's type, flag, help and default as a name, so a command's signature stays one line per option
 TrainData = Annotated[
     str, typer.Option("--train", help="Training data: a file, folder, archive or registered data set name.")
-]
-Out = Annotated[
-    Path,
-    typer.Option("--out", help="Run directory to write (a folder that is not empty needs --resume or --overwrite)."),
 ]
 Model = option("--model", "Model name, any case (docattn models lists them).", "han; with --resume, the run's")
 Valid = option("--valid", "Validation data.", "a stratified split of --train")
@@ -77,6 +75,28 @@ Patience = option(
     int | None,
 )
 MaxTime = option("--max-time", "Training time budget in seconds.", "none", float | None)
+Logger = option(
+    "--logger",
+    "Also log the curves, learning rate, docs/s and test scores with Lightning: csv, tensorboard, mlflow or wandb "
+    "(into RUN/logs/; tensorboard, mlflow and wandb need their package).",
+    "none: metrics.csv only",
+)
+ConfigFile = option(
+    "--config",
+    "Options from a TOML file (docs/configuration.md), or a run's config.json (or its folder) to repeat or vary "
+    "that run; options given on the command line override the file's.",
+    "none",
+    Path | None,
+)
+TrainOrFile = option(
+    "--train", "Training data: a file, folder, archive or registered data set name.", "the --config file's train"
+)
+OutOrFile = option(
+    "--out",
+    "Run directory to write (a folder that is not empty needs --resume or --overwrite).",
+    "the --config file's out",
+    Path | None,
+)
 Resume = Annotated[
     bool, typer.Option("--resume", help="Continue an interrupted run in --out from its last finished epoch.")
 ]
@@ -111,14 +131,41 @@ _AS_OPTION = {
     "val_every": "val_every_n_steps",
     "patience": "patience",
     "max_time": "max_time",
+    "logger": "logger",
 }
+FILE_KEYS = TRAIN_KEYS  # train's own keys in a --config file, as the command line names them
+_READER_FIELDS = {
+    "format": "fmt",
+    "text_col": "text_col",
+    "label_col": "label_col",
+    "label_sep": "label_sep",
+    "multi_label": "multi_label",
+}
+
+
+@dataclass(frozen=True)
+class Given:
+    """What to train: the command line over the --config file."""
+
+    train: str | None
+    out: Path | None
+    model: str | None
+    valid: str | None
+    test: str | None
+    resume: bool
+    overwrite: bool
+    no_cache: bool
+    reader: Reader
+    options: dict  # DocumentClassifier's keywords
+    file: FileConfig | None
+    from_file: dict  # the options the file gives and the command line leaves as they are
 
 
 @app.command()
 @reads_documents(split=False)
 def train(
-    train: TrainData,
-    out: Out,
+    train: TrainOrFile = None,
+    out: OutOrFile = None,
     model: Model = None,
     valid: Valid = None,
     test: Test = None,
@@ -143,6 +190,8 @@ def train(
     val_every: ValEvery = None,
     patience: Patience = None,
     max_time: MaxTime = None,
+    logger: Logger = None,
+    config: ConfigFile = None,
     resume: Resume = False,
     overwrite: Overwrite = False,
     no_cache: NoCache = False,
@@ -158,31 +207,105 @@ def train(
     if devices:
         options["devices"] = parse_value(devices)
     options.update(parse_sets(sets))
+    command = dict(train=train, out=out, model=model, valid=valid, test=test)
+    command.update(resume=resume, overwrite=overwrite, no_cache=no_cache)
+    given = given_options(config, command, reader, options)
+    _require_data_and_out(given)
+    out, resume = given.out, given.resume
     log = console()
     # DDP's other processes run this command again once rank 0 has started training into --out: only
     # rank 0 checks, locks and replaces the folder
     primary = all(os.environ.get(k, "0") == "0" for k in ("RANK", "LOCAL_RANK", "NODE_RANK"))
     if primary:
-        check_run_folder(out, resume=resume, overwrite=overwrite)  # before anything is read or written
-    model = model_name(model) if model is not None else None
+        check_run_folder(out, resume=resume, overwrite=given.overwrite)  # before anything is read or written
+    model = model_name(given.model) if given.model is not None else None
     resuming = resume and (out / "config.json").exists()
+    if given.file is not None:  # its keys and values are named with the file, before a resume compares them
+        check_file_options(given.file.path, given.from_file, model or (_run_model(out) if resuming else None) or "han")
+    options = given.options
     if resuming:
         model, options = resume_options(out, model, options)
     elif resume:  # a job script may always pass --resume; a mistyped --out must not pass unnoticed
         log.print(f"note: {out} holds no run to resume (no config.json): starting a new run there")
     clf = DocumentClassifier(model or "han", **options)
     note_unused_options(log, clf, options)
-    sources = (train, valid, test, reader, no_cache, resume)
+    sources = (given.train, given.valid, given.test, given.reader, given.no_cache, resume)
     if not primary:
         return _train_into(log, clf, out, *sources)
     if resuming:
         _say_resume_point(log, out, clf)
-    _train_locked(log, clf, out, sources, overwrite and not resume)
+    _train_locked(log, clf, out, sources, given.overwrite and not resume)
+
+
+def given_options(config: Path | None, command: dict, reader: Reader, options: dict) -> Given:
+    """The command line's values (``options``: its options and --set) over the --config file's: a value the
+    command line leaves unset (None, a flag not given) is the file's."""
+    from docattn.config_file import read_config_file
+
+    file = read_config_file(config, FILE_KEYS, ALIASES) if config is not None else None
+    own = {**(file.command if file else {}), **{k: v for k, v in command.items() if v not in (None, False)}}
+    typed = {name: getattr(reader, field) for name, field in _READER_FIELDS.items()}
+    fields = {field: own.get(name) for name, field in _READER_FIELDS.items() if own.get(name) is not None}
+    fields.update({field: typed[name] for name, field in _READER_FIELDS.items() if typed[name] not in (None, False)})
+    saved = file.options if file else {}
+    if file is not None and file.run and str(own["model"]).strip().lower() != file.command["model"]:
+        # another model than the run's: the run's training and data settings, not its hyper-parameters
+        saved = {k: v for k, v in saved.items() if k not in file.hparams}
+    merged = {**saved, **options}
+    return Given(
+        train=own.get("train"),
+        out=Path(own["out"]) if own.get("out") else None,
+        model=own.get("model"),
+        valid=own.get("valid"),
+        test=own.get("test"),
+        resume=bool(own.get("resume")),
+        overwrite=bool(own.get("overwrite")),
+        no_cache=bool(own.get("no_cache")),
+        reader=Reader(**fields),
+        options=merged,
+        file=file,
+        from_file={k: v for k, v in saved.items() if k not in options},  # what the command line overrides is unused
+    )
+
+
+def _require_data_and_out(given: Given) -> None:
+    """--train and --out, from the command line or the file, before anything else is checked or read."""
+    missing = [f"--{k}" for k in ("train", "out") if not getattr(given, k)]
+    if not missing:
+        return
+    if given.file is not None:  # a misspelt key of the file ("trian") is the likelier mistake: named first
+        check_file_options(given.file.path, given.from_file, model_name(given.model or "han"))
+    raise DocattnError(
+        f"train needs {' and '.join(missing)}: give {'them' if len(missing) > 1 else 'it'} on the command line "
+        "or in a --config file (train = ..., out = ...)"
+    )
+
+
+def check_file_options(path: Path, options: dict, model: str) -> None:
+    """A --config file's options, by themselves: an unknown key names the closest valid one, and a value of the
+    wrong type or range is named with the file (one line, before anything is read or written)."""
+    from docattn.classifier import DocumentClassifier
+    from docattn.config_file import check_keys, option_names
+
+    check_keys(path, options, model, option_names(model) | set(FILE_KEYS))
+    try:
+        DocumentClassifier(model, **options)
+    except DocattnError as err:
+        raise DocattnError(f"{path}: {err}") from None
+
+
+def _run_model(out: Path) -> str | None:
+    """The model of the run in ``out`` (what --resume continues when no --model is given)."""
+    from docattn.training.run import read_config
+
+    name = read_config(out).get("model")
+    return name if isinstance(name, str) else None
 
 
 def _train_locked(log, clf, out: Path, sources: tuple, overwrite: bool) -> None:
     """Train under the run folder's lock: a second training into it is refused while this one lives."""
     from docattn.card import CARD_FILE, write_card
+    from docattn.training.loggers import LOGS
     from docattn.training.run_folder import RUN_FILES, RunLock, claim, clear, others
 
     with RunLock(out):
@@ -196,7 +319,12 @@ def _train_locked(log, clf, out: Path, sources: tuple, overwrite: bool) -> None:
                 )
         foreign = set(others(out))
         claim(out, [n for n in RUN_FILES if n not in foreign])
-        _train_into(log, clf, out, *sources)
+        try:
+            _train_into(log, clf, out, *sources)
+        finally:  # the logger's files (--logger) are the run's too, an interrupted run's included: --overwrite
+            logs = [n for n in others(out) if n.startswith(f"{LOGS}/") and n not in foreign]  # removes them with it
+            if logs:
+                claim(out, logs)
         if CARD_FILE not in foreign:  # a README.md of the user's own stays as it is
             write_card(out)
             log.print(f"model card: {out / CARD_FILE}")
