@@ -15,34 +15,31 @@ from docattn.errors import DocattnError
 RUN_HELP = "Run directory (what train --out wrote)."
 
 
+CHUNK_HELP = "Documents read and scored at a time: memory grows with it, not with the input."
+
+
 @app.command()
 @reads_documents()
 def evaluate(
     run: Path = typer.Argument(..., help=RUN_HELP),
     data: str = typer.Option(..., "--data", help="Labelled data: a file, folder, archive or registered data set name."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    chunk_size: int = typer.Option(4096, "--chunk-size", min=1, help=CHUNK_HELP),
     reader: Reader = Reader(),
 ):
     """Accuracy, macro-F1, per-class precision/recall/F1 and the confusion matrix (multi-label: micro- and
     macro-F1, precision, recall, subset accuracy, Hamming loss and the per-class table)."""
     from docattn.classifier import DocumentClassifier
-    from docattn.training.membership import seen_before
-    from docattn.training.trainer import evaluate_encoded
 
     clf = DocumentClassifier.load(run)
-    corpus = reader.corpus(data)
-    if corpus.labels is None:
-        raise DocattnError(f"{data}: documents have no labels to evaluate against")
-    enc = clf.encode(corpus)
-    report = evaluate_encoded(clf, enc)
-    report["baseline"] = _baseline_report(run, clf, enc)
-    report["seen_in_training"] = seen = seen_before(run, enc)
+    report = _streamed_report(run, clf, data, reader, chunk_size)
+    seen = report["seen_in_training"]
     leaked = {k: v for k, v in (seen or {}).items() if v}
     warning = (
         (
             "warning: "
             + " and ".join(
-                f"{n:,} of these {len(enc):,} documents are in the run's "
+                f"{n:,} of these {report['documents']:,} documents are in the run's "
                 f"{'training' if k == 'train' else 'validation'} split"
                 for k, n in leaked.items()
             )
@@ -57,6 +54,48 @@ def evaluate(
         typer.echo(json.dumps(report, indent=1, default=str))
         return
     _print_report(report, clf.labels.classes, warning)
+
+
+def _streamed_report(run: Path, clf, data: str, reader: Reader, chunk_size: int) -> dict:
+    """The report of ``data`` read and scored chunk by chunk: only gold labels and probabilities (numbers per
+    document) are kept to the end, never the texts."""
+    import time
+
+    import numpy as np
+
+    from docattn.data.readers.stream import iter_chunks
+    from docattn.data.sources import resolve_source
+    from docattn.training.inference import probabilities
+    from docattn.training.membership import seen_before
+    from docattn.training.trainer import score_probabilities
+
+    baseline, labels = _baseline_model(run, clf)
+    gold, probs, baseline_probs, seen, seconds = [], [], [], None, 0.0
+    split = reader.split or ("test", "all")  # never a training split unasked
+    with iter_chunks(resolve_source(data), chunk_size, split, **reader.options) as chunks:
+        for corpus in chunks:
+            if corpus.labels is None:
+                raise DocattnError(f"{data}: documents have no labels to evaluate against")
+            enc = clf.encode(corpus)
+            t0 = time.perf_counter()
+            probs.append(probabilities(clf.model, enc, 256, clf.limits, clf.labels.multi_label))
+            seconds += time.perf_counter() - t0
+            gold.append(enc.labels)
+            if baseline is not None:
+                baseline_probs.append(baseline.predict_proba_encoded(enc))
+            counts = seen_before(run, enc)
+            if counts is not None:
+                seen = {k: (seen or {}).get(k, 0) + v for k, v in counts.items()}
+    gold_all, probs_all = np.concatenate(gold), np.concatenate(probs)
+    report = score_probabilities(clf.labels, gold_all, probs_all)
+    report["inference_docs_per_s"] = len(probs_all) / max(seconds, 1e-9)
+    report["baseline"] = None
+    if baseline is not None:
+        scored = score_probabilities(labels, gold_all, np.concatenate(baseline_probs))
+        keys = ("documents", "accuracy", "macro_f1", "micro_f1")
+        report["baseline"] = {"model": "logreg", **{k: scored[k] for k in keys if k in scored}}
+    report["seen_in_training"] = seen
+    return report
 
 
 def _print_report(report: dict, classes, warning: str | None) -> None:
@@ -118,24 +157,23 @@ def _print_multi_label(console, report: dict) -> None:
     console.print(table)
 
 
-def _baseline_report(run: Path, clf, enc) -> dict | None:
-    """The guardrail baseline saved with a neural run, scored on the same documents (None where there is none)."""
+def _baseline_model(run: Path, clf):
+    """The guardrail baseline saved with a neural run and the label map it decides by ((None, None) where there
+    is none)."""
     from docattn.data.corpus import LabelMap
     from docattn.models import create_model
     from docattn.training.run import read_config
-    from docattn.training.trainer import Guardrail, score_probabilities
+    from docattn.training.trainer import Guardrail
 
     folder = Path(run) / Guardrail.FOLDER
     if not folder.is_dir():
-        return None
+        return None, None
     model = create_model("logreg", vocab_size=len(clf.vocab), num_classes=len(clf.labels)).load_artifacts(folder)
     labels = clf.labels
     if labels.multi_label:  # the baseline's own thresholds, tuned with the run
         thresholds = (read_config(run).get("results", {}).get("baseline") or {}).get("thresholds")
         labels = LabelMap(labels.classes, multi_label=True, thresholds=thresholds)
-    report = score_probabilities(labels, enc.labels, model.predict_proba_encoded(enc))
-    keys = ("documents", "accuracy", "macro_f1", "micro_f1")
-    return {"model": "logreg", **{k: report[k] for k in keys if k in report}}
+    return model, labels
 
 
 @app.command()
@@ -143,46 +181,70 @@ def _baseline_report(run: Path, clf, enc) -> dict | None:
 def predict(
     run: Path = typer.Argument(..., help=RUN_HELP),
     data: str = typer.Argument("-", help="Documents: any supported file, plain text (one per line), or - for stdin."),
+    chunk_size: int = typer.Option(4096, "--chunk-size", min=1, help=CHUNK_HELP),
     reader: Reader = Reader(),
 ):
     """Write one JSON line per document: its id, the predicted class and the class probabilities.
 
     The key is "prediction", as in explain's output, where "label" is the gold label the input gave.
-    Empty documents are skipped with a note on stderr (lines are joined to the input by id, not position);
-    a blank line of plain text separates documents.
+    Documents are read, predicted and written in chunks, so memory does not grow with the input and lines
+    come out as they are ready (from a pipe, whenever its writer pauses). Empty documents are skipped with a
+    note on stderr at the end (lines are joined to the input by id, not position); a blank line of plain
+    text separates documents.
     """
     from docattn.classifier import DocumentClassifier
-    from docattn.data.readers import read_corpus
+    from docattn.data.readers.stream import iter_chunks
+    from docattn.data.sources import resolve_source
 
     clf = DocumentClassifier.load(run)
-    if data == "-":  # the reader tells JSON lines and fastText from plain text
-        corpus = read_corpus("-", **reader.options, ignore_labels=True)
-    else:  # a source with splits is predicted on its test split
-        corpus = reader.corpus(data, ignore_labels=True)
-    skipped = corpus.stats.get("skipped_empty", 0)
+    # stdin has one split; a source with splits is predicted on its test split (or --split)
+    source, split = ("-", None) if data == "-" else (resolve_source(data), reader.split or ("test", "all"))
+    with iter_chunks(source, chunk_size, split, **reader.options, ignore_labels=True) as chunks:
+        for corpus in chunks:
+            if not _write(prediction_lines(clf, corpus.ids, clf.predict_proba(corpus))):
+                return  # the reader of stdout has gone (predict ... | head): stop reading, quietly
+    skipped = chunks.stats.get("skipped_empty", 0)
     if skipped:
         typer.echo(f"note: {skipped} empty document(s) skipped, no prediction written for them", err=True)
-    cut = corpus.stats.get("cut_documents", 0)
+    cut = chunks.stats.get("cut_documents", 0)
     if cut:
         typer.echo(
-            f"note: {cut} document(s) cut at the length limit (first: {corpus.stats['first_cut_document']}); "
+            f"note: {cut} document(s) cut at the length limit (first: {chunks.stats['first_cut_document']}); "
             "set DOCATTN_MAX_DOCUMENT_CHARS to keep more of them",
             err=True,
         )
-    probs = clf.predict_proba(corpus)
+
+
+def prediction_lines(clf, ids: list[str], probs) -> str:
+    """The JSON lines ``docattn predict`` writes for documents ``ids`` with class probabilities ``probs``."""
     classes = clf.labels.classes
     # multi-label: the list of classes at or over their thresholds (each one's probability is beside it)
     decided = clf.labels.decode_sets(clf.labels.decide(probs)) if clf.labels.multi_label else None
-    out = sys.stdout
-    for i, p in enumerate(probs):
-        out.write(
-            json.dumps(
-                {
-                    "id": corpus.ids[i],
-                    "prediction": decided[i] if decided is not None else classes[int(p.argmax())],
-                    "probabilities": {str(c): round(float(x), 6) for c, x in zip(classes, p)},
-                },
-                ensure_ascii=False,
-            )
-            + "\n"
+    return "".join(
+        json.dumps(
+            {
+                "id": ids[i],
+                "prediction": decided[i] if decided is not None else classes[int(p.argmax())],
+                "probabilities": {str(c): round(float(x), 6) for c, x in zip(classes, p)},
+            },
+            ensure_ascii=False,
         )
+        + "\n"
+        for i, p in enumerate(probs)
+    )
+
+
+def _write(text: str) -> bool:
+    """``text`` written to stdout and flushed, so each chunk's lines are out before the next is read; False
+    when stdout was closed under us, whose later writes (and the flush at exit) go nowhere instead of failing."""
+    import os
+
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return True
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return False

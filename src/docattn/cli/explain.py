@@ -23,16 +23,17 @@ def _check_n(n: int) -> None:
         raise DocattnError(f"--n is a number of documents, 0 for all; got {n}")
 
 
-def _pick(corpus, n: int, sample: bool, seed: int):
+def _pick(reader: Reader, data: str, n: int, sample: bool, seed: int):
     """``n`` documents (0: all): drawn at random by ``seed`` and kept in file order, or the first ``n``;
-    files sorted by label would otherwise give one class only."""
-    if not n or n >= len(corpus):
-        return corpus
-    if not sample:
-        return corpus.subset(range(n))
-    import numpy as np
+    files sorted by label would otherwise give one class only. Read in chunks: memory holds ``n`` documents
+    and a chunk, not the whole source, and the draw is the one the whole corpus in memory gave."""
+    if not n:
+        return reader.corpus(data)
+    from docattn.data.readers.stream import pick
+    from docattn.data.sources import resolve_source
 
-    return corpus.subset(np.sort(np.random.default_rng(seed).choice(len(corpus), n, replace=False)))
+    split = reader.split or ("test", "all")  # as reader.corpus: never a training split unasked
+    return pick(resolve_source(data), n, seed if sample else None, split=split, **reader.options)
 
 
 def _load(run: Path, data: str, reader: Reader, n: int = 0):
@@ -40,7 +41,7 @@ def _load(run: Path, data: str, reader: Reader, n: int = 0):
 
     _check_n(n)
     clf = DocumentClassifier.load(run)
-    return clf, _pick(reader.corpus(data), n, sample=False, seed=0)
+    return clf, _pick(reader, data, n, sample=False, seed=0)
 
 
 def _percents(text: str) -> list:
@@ -129,7 +130,7 @@ def explain(
         raise DocattnError(f"--ig-steps must be at least 1; got {ig_steps}")
     methods = _run_methods(method, len(runs))
     clfs = [DocumentClassifier.load(run) for run in runs]
-    corpus = _pick(reader.corpus(data), n, sample, seed)
+    corpus = _pick(reader, data, n, sample, seed)
     explained = [_explain_run(clf, corpus, m, target, ig_steps) for clf, m in zip(clfs, methods)]
     if len(runs) == 1:
         _write_one(explained[0], html, json_out, f"docattn {clfs[0].model_name}: {Path(data).name}")
@@ -481,7 +482,7 @@ def faithfulness_cmd(
             f"--ig-steps must be at least 1 (integrated gradients average the gradients at that many "
             f"points between a baseline and the input); got {ig_steps}"
         )
-    corpus = _pick(reader.corpus(data), n, sample, seed)
+    corpus = _pick(reader, data, n, sample, seed)
     results = []
     for run in runs:
         clf = DocumentClassifier.load(run)

@@ -41,7 +41,7 @@ from docattn.data.corpus import Corpus
 from docattn.data.readers import base
 from docattn.data.readers.base import STDIN, _integer_labels
 
-__all__ = ["DEFAULT_CHUNK", "Chunks", "integer_labels", "iter_chunks"]
+__all__ = ["DEFAULT_CHUNK", "Chunks", "integer_labels", "iter_chunks", "pick"]
 
 DEFAULT_CHUNK = 4096  # documents per chunk: length buckets within it batch about as well as over a whole corpus
 _QUEUED = 2  # chunks waiting for the caller: the reader reads ahead, never far
@@ -76,6 +76,84 @@ def integer_labels(labels: list[Hashable]) -> list[Hashable]:
     """Labels gathered from every chunk as the reader gives them when it sees them all, where
     ``chunks.integer_labels`` says so: ints when every one is an integer (1, 2, ..., 10 sort in that order)."""
     return _integer_labels(labels)
+
+
+def pick(
+    path: str | os.PathLike,
+    n: int,
+    seed: int | None = None,
+    chunk_size: int = DEFAULT_CHUNK,
+    split: str | tuple[str, ...] | None = None,
+    format: str | None = None,
+    **options: Any,
+) -> Corpus:
+    """``n`` documents of one split of ``path``, in input order, holding no more than ``n`` and a chunk: the first
+    ``n`` (``seed`` None), or ``n`` drawn at random by ``seed``, the very documents
+    ``np.random.default_rng(seed).choice(len(corpus), n, replace=False)`` draws from the whole corpus. A draw
+    counts the documents first, so it reads the source twice; stdin, which cannot be read twice, is read whole.
+    Either way the source is read to its end, which settles its labels (see :func:`iter_chunks`)."""
+    import numpy as np
+
+    def read(size: int = chunk_size) -> Chunks:
+        return iter_chunks(path, size, split, format, **options)
+
+    if seed is not None and str(path) == STDIN:
+        with read(sys.maxsize) as chunks:
+            whole = list(chunks)  # one chunk, or none (then the reader has raised)
+        total = len(whole[0])
+        wanted = np.arange(total) if n >= total else np.sort(np.random.default_rng(seed).choice(total, n, False))
+        return _joined([whole[0].subset(wanted.tolist())], chunks, _label_values(whole[0].labels))
+    if seed is None:
+        wanted = np.arange(n)
+    else:
+        with read() as chunks:
+            total = sum(len(chunk) for chunk in chunks)
+        wanted = np.arange(total) if n >= total else np.sort(np.random.default_rng(seed).choice(total, n, False))
+    parts, values, start = [], set(), 0
+    with read() as chunks:
+        for chunk in chunks:
+            local = wanted[(wanted >= start) & (wanted < start + len(chunk))] - start
+            if len(local):
+                parts.append(chunk.subset(local.tolist()))
+            values |= _label_values(chunk.labels)
+            start += len(chunk)
+    return _joined(parts, chunks, values)
+
+
+def _label_values(labels: list[Hashable] | None) -> set:
+    """Every label value once (a document's tuple of labels gives each): enough to settle integer labels."""
+    values: set = set()
+    for y in labels or ():
+        values.update(y) if isinstance(y, tuple) else values.add(y)
+    return values
+
+
+def _joined(parts: list[Corpus], chunks: Chunks, values: set) -> Corpus:
+    """``parts`` of one read as one corpus, with what the whole read settled: its stats, classes, multi-label,
+    and integer labels where every label ``values`` holds is an integer."""
+    labels = None
+    if any(part.labels is not None for part in parts):
+        labels = [y for part in parts for y in (part.labels or [None] * len(part))]
+        probe = list(values)
+        if chunks.integer_labels and _integer_labels(probe) is not probe:
+            labels = _integer_labels(labels)
+    sentences = None
+    if any(part.sentences is not None for part in parts):
+        sentences = [s for part in parts for s in (part.sentences or [None] * len(part))]
+    rationales = None
+    if parts and all(part.rationales is not None for part in parts):
+        rationales = [r for part in parts for r in part.rationales]
+    return Corpus(
+        texts=[t for part in parts for t in part.texts],
+        labels=labels,
+        sentences=sentences,
+        ids=[i for part in parts for i in part.ids],
+        source=parts[0].source if parts else "",
+        classes=chunks.classes,
+        stats=chunks.stats,
+        rationales=rationales,
+        multi_label=chunks.multi_label,
+    )
 
 
 class Chunks(Iterator[Corpus]):
