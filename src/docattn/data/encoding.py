@@ -188,22 +188,26 @@ def encode_corpus(
         raise DataError(f"{corpus.source or 'input'}: no documents to encode")
     strings = documents_to_strings(corpus.texts, corpus.sentences, vocab.text_config)
     tokens, sent_off, doc_off = encode_ids(vocab.encode_strings(strings))
+    return EncodedCorpus(tokens, sent_off, doc_off, encode_labels(corpus, label_map, stats))
+
+
+def encode_labels(corpus: Corpus, label_map: LabelMap | None, stats: dict | None = None) -> np.ndarray:
+    """The label array of ``corpus``: class indices, -1 where unlabelled, or a multi-label 0/1 matrix."""
     if corpus.labels is not None and label_map is not None and label_map.multi_label:
         # one label per document is a set of one for a multi-label model
         rows = corpus.labels if corpus.multi_label else [(y,) for y in corpus.labels]
         labels, unseen = label_map.encode_sets(rows)
         if stats is not None and unseen:
             stats["unseen_labels"] = stats.get("unseen_labels", 0) + unseen
-    elif corpus.labels is not None and label_map is not None:
+        return labels
+    if corpus.labels is not None and label_map is not None:
         if corpus.multi_label:
             raise DataError(
                 f"{corpus.source or 'input'}: documents with sets of labels for a single-label model; "
                 "train a multi-label model on such data"
             )
-        labels = np.asarray(label_map.encode(corpus.labels, corpus.source, corpus.ids), dtype=np.int64)
-    else:
-        labels = np.full(len(corpus), -1, dtype=np.int64)
-    return EncodedCorpus(tokens, sent_off, doc_off, labels)
+        return np.asarray(label_map.encode(corpus.labels, corpus.source, corpus.ids), dtype=np.int64)
+    return np.full(len(corpus), -1, dtype=np.int64)
 
 
 # --------------------------------------------------------------------------- cache

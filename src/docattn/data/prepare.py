@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from docattn.data.corpus import Corpus, LabelMap
-from docattn.data.encoding import EncodedCorpus, cache_key, cached, encode_corpus, fingerprint_path
+from docattn.data.encoding import EncodedCorpus, cache_key, cached, fingerprint_path
 from docattn.data.files import write_json
-from docattn.data.splits import stratified_split
-from docattn.data.text import TextConfig, Vocabulary, documents_to_strings
+from docattn.data.text import TextConfig, Vocabulary
 from docattn.errors import ConfigError, DataError, DocattnError, checked_fields
 
 CACHE_VERSION = 6  # 2: text that is not UTF-8 is read as Latin-1 (folders) or refused (line files), no U+FFFD
@@ -52,6 +50,11 @@ class DataSettings:
     # word pairs one batch compares (each sentence's words, each document's sentences): set by the self-attention
     # models, whose memory grows with the square of a sentence's length
     max_batch_pairs: int | None = None
+    # documents tokenized at a time: preparation's memory grows with this, not with the corpus
+    prepare_chunk: int = 10_000
+    # processes that split sentences and encode (1: this one); the tokenizer already uses every core within
+    # a process, so more pay only where cores outnumber what it keeps busy (benchmarks/scale.py)
+    prepare_workers: int = 1
 
     def __post_init__(self):
         if self.test_fraction is not None and not 0.0 < self.test_fraction < 1.0:
@@ -67,6 +70,10 @@ class DataSettings:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ConfigError(f"{name} must be a whole number >= 0 (0 or unset: no limit), got {value!r}")
         checked_fields(self)
+        for name in _RUNTIME:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}")
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -81,10 +88,11 @@ class DataSettings:
 
     def encoding_key(self) -> dict:
         """The settings that change encoded arrays (truncation happens at batch time)."""
-        return {k: v for k, v in self.to_json().items() if k not in _LIMITS}
+        return {k: v for k, v in self.to_json().items() if k not in _LIMITS + _RUNTIME}
 
 
 _LIMITS = ("max_sentences", "max_words", "max_tokens", "max_batch_words", "max_batch_pairs")
+_RUNTIME = ("prepare_chunk", "prepare_workers")  # how preparation runs, never what it gives
 
 
 @dataclass
@@ -98,62 +106,21 @@ class PreparedData:
 def prepare(
     train: Corpus, valid: Corpus | None = None, test: Corpus | None = None, settings: DataSettings | None = None
 ) -> PreparedData:
-    """Split off validation if needed, build vocabulary and label map on train, encode all splits."""
+    """Split off validation if needed, build vocabulary and label map on train, encode all splits; a chunk of
+    ``settings.prepare_chunk`` documents at a time, which gives the arrays one chunk of everything would."""
+    from docattn.data.chunked import corpus_chunks, prepare_chunked
+
     settings = settings or DataSettings()
     if len(train) == 0:
         raise DataError(f"{train.source or 'training data'}: no documents")
     if train.labels is None:
         raise DataError(f"{train.source or 'training data'}: documents have no labels")
-    t0 = time.perf_counter()
-    LabelMap.from_labels(
-        train.labels, train.classes, train.multi_label
-    )  # labels checked under the user's own document numbers, before splits
-    if settings.test_fraction is not None or settings.cv_folds is not None:
-        if test is not None:
-            raise DataError(
-                f"{test.source or 'the test data'}: the data has a test split of its own, so "
-                "test_fraction / cv_folds (--test-fraction, --cv) would test on other documents; drop one"
-            )
-        from docattn.data.splits import held_out_split
-
-        tr_idx, te_idx = held_out_split(
-            _strata(train), settings.test_fraction, settings.cv_folds, settings.cv_fold, settings.split_seed
-        )
-        train, test = train.subset(tr_idx), train.subset(te_idx)
-    if valid is None:
-        tr_idx, va_idx = stratified_split(_strata(train), settings.valid_fraction, settings.split_seed)
-        train, valid = train.subset(tr_idx), train.subset(va_idx)
-    elif valid.labels is None:
-        raise DataError(
-            f"{valid.source or 'validation data'}: documents have no labels; validation needs them "
-            "to choose the best weights"
-        )
-    label_map = LabelMap.from_labels(train.labels, train.classes, train.multi_label)
-    train_strings = documents_to_strings(train.texts, train.sentences, settings.text)
-    vocab = Vocabulary.build(train_strings, settings.text, settings.min_count, settings.max_vocab)
-    dropped: dict = {}  # labels of validation or test documents that training never saw (multi-label)
-    splits = {
-        "train": encode_corpus(train, vocab, label_map),
-        "valid": encode_corpus(valid, vocab, label_map, dropped),
-    }
-    if test is not None:
-        splits["test"] = encode_corpus(test, vocab, label_map, dropped)
-    info = {
-        "documents": {k: len(v) for k, v in splits.items()},
-        "vocab_size": len(vocab),
-        "seconds": round(time.perf_counter() - t0, 2),
-        **dropped,
-    }
+    # labels checked under the user's own document numbers (an unhashable one names its document)
+    LabelMap.from_labels(train.labels, train.classes, train.multi_label)
+    given = {"train": train, "valid": valid, "test": test}
+    inputs = {k: corpus_chunks(c, settings.prepare_chunk) for k, c in given.items() if c is not None}
+    vocab, label_map, splits, info = prepare_chunked(inputs, settings)
     return PreparedData(vocab, label_map, splits, info)
-
-
-def _strata(corpus: Corpus) -> list:
-    """What splits stratify on: the labels, or for multi-label documents each one's rarest label."""
-    if corpus.multi_label:
-        from docattn.data.splits import label_set_strata
-
-        return label_set_strata(corpus.labels)
-    return corpus.labels
 
 
 def read_inputs(train_path, valid_path=None, test_path=None, reader_options: dict | None = None) -> dict[str, Corpus]:
@@ -200,14 +167,14 @@ def prepare_paths(
     }
 
     def build(folder: Path) -> None:
-        corpora = read_inputs(train_path, valid_path, test_path, reader_options)
-        prepared = prepare(corpora["train"], corpora.get("valid"), corpora.get("test"), settings)
-        prepared.info["skipped"] = {k: c.stats for k, c in corpora.items() if c.stats}
-        prepared.vocab.save(folder / "vocab.json")
-        write_json(folder / "labels.json", prepared.labels.to_json())
-        write_json(folder / "info.json", prepared.info)
-        for name, enc in prepared.splits.items():
-            enc.save(folder / name)
+        from docattn.data.chunked import input_chunks, prepare_chunked
+
+        inputs, skipped = input_chunks(train_path, valid_path, test_path, reader_options, settings.prepare_chunk)
+        vocab, labels, _, info = prepare_chunked(inputs, settings, folder)  # the splits' arrays go to folder
+        info["skipped"] = skipped()
+        vocab.save(folder / "vocab.json")
+        write_json(folder / "labels.json", labels.to_json())
+        write_json(folder / "info.json", info)
 
     if use_cache:
         key = cache_key(key_parts)

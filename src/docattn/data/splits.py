@@ -30,13 +30,24 @@ def stratified_split(labels: Sequence[Hashable], fraction: float, seed: int = 0)
     HAN holds out 10% of the training data; the HPAN paper 30%. Classes too small to split
     keep all their documents in training.
     """
+    return stratified_split_codes(label_codes(labels), fraction, seed)
+
+
+def label_codes(labels: Sequence[Hashable]) -> np.ndarray:
+    """One integer per document, numbering its label's text in sorted order: what the splits stratify on."""
+    return np.unique(np.asarray([str(x) for x in labels]), return_inverse=True)[1].reshape(-1)
+
+
+def stratified_split_codes(codes: np.ndarray, fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``stratified_split`` of labels given as ``label_codes``; a subset's codes may skip numbers (chunked
+    preparation codes labels once for the whole input), so they are renumbered densely first."""
     if not 0.0 < fraction < 1.0:
         raise ConfigError(f"validation fraction must be between 0 and 1, got {fraction}")
-    n = len(labels)
+    n = len(codes)
     if n < 2:
         raise DataError(f"cannot split {n} document(s) into training and validation")
     rng = np.random.default_rng(seed)
-    _, codes = np.unique(np.asarray([str(x) for x in labels]), return_inverse=True)
+    codes = np.unique(codes, return_inverse=True)[1].reshape(-1)
     sizes = np.bincount(codes)
     take = _quotas(sizes, fraction)
     valid = []
@@ -74,11 +85,18 @@ def held_out_split(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(train indices, test indices) for data without a test split: a stratified ``fraction``, or fold
     ``fold`` of a stratified, seeded ``folds``-fold split, whose test folds are disjoint and cover every document."""
+    return held_out_split_codes(label_codes(labels), fraction, folds, fold, seed)
+
+
+def held_out_split_codes(
+    codes: np.ndarray, fraction: float | None, folds: int | None, fold: int = 0, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``held_out_split`` of labels given as ``label_codes``."""
     if folds is None:
-        return stratified_split(labels, fraction, seed + 1)  # another draw than the validation split's
+        return stratified_split_codes(codes, fraction, seed + 1)  # another draw than the validation split's
     from sklearn.model_selection import StratifiedKFold
 
-    codes = np.unique(np.asarray([str(x) for x in labels]), return_inverse=True)[1]
+    codes = np.unique(codes, return_inverse=True)[1].reshape(-1)
     smallest = np.bincount(codes).min()
     if smallest < folds:
         raise DataError(

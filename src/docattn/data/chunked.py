@@ -1,0 +1,412 @@
+"""Preparation in chunks: memory set by the chunk size, not by the corpus, and the same arrays as one chunk.
+
+Three passes over each input, each one chunk of documents at a time:
+
+1. labels only: a compact code per document, from which the validation and test documents are drawn
+   exactly as ``stratified_split`` / ``held_out_split`` draw them from the whole list of labels;
+2. the training documents' text, tokenized and counted by the tokenizer's own trainer (Rust), which gives
+   the vocabulary ``Vocabulary.build`` gives, since word counts do not depend on the order they arrive in;
+3. every document's text encoded with that vocabulary and appended, chunk after chunk, to each split's
+   arrays: in memory, or to ``.npy`` files written in place (``NpyAppender``).
+
+Sentence splitting and encoding run in ``workers`` processes when asked; chunks come back in input order.
+Workers receive texts and the path of a saved vocabulary, never pickled objects of ours.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from docattn.data.corpus import Corpus, LabelMap
+from docattn.data.encoding import EncodedCorpus, encode_ids
+from docattn.data.text import TextConfig, Vocabulary, documents_to_strings
+from docattn.errors import DataError
+
+ChunkSource = Callable[[], Iterator[Corpus]]  # a fresh pass over one input's documents, chunk by chunk
+TRAIN, VALID, TEST = 0, 1, 2
+SPLIT_NAMES = ("train", "valid", "test")
+
+
+def corpus_chunks(corpus: Corpus, size: int) -> ChunkSource:
+    """An in-memory corpus as a chunk source (the Python API's ``prepare``)."""
+
+    def chunks() -> Iterator[Corpus]:
+        for start in range(0, len(corpus), size):
+            yield corpus.subset(range(start, min(start + size, len(corpus))))
+
+    return chunks
+
+
+@dataclass
+class LabelScan:
+    """Pass 1 of one input: its labels as codes into ``values`` (or, multi-label, as tuples), and what the
+    whole read says of them."""
+
+    documents: int = 0
+    values: list = field(default_factory=list)  # distinct labels, first seen first
+    codes: np.ndarray | None = None  # (documents,) index into values; None for unlabelled or multi-label input
+    rows: list[tuple] | None = None  # multi-label: each document's labels
+    labelled: bool = True
+    classes: list | None = None
+    source: str = ""
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def multi_label(self) -> bool:
+        return self.rows is not None
+
+    def strata(self, documents: np.ndarray) -> np.ndarray | list:
+        """What the splits stratify on, for these documents: label codes in the order of their text, or the
+        rarest label of each multi-label document among these documents."""
+        if self.multi_label:
+            from docattn.data.splits import label_set_strata
+
+            return label_set_strata([self.rows[i] for i in documents])
+        # a label's type is part of its key, so 1 and True stay two strata, as their texts are
+        by_text = np.unique(np.asarray([str(v) for v in self.values]), return_inverse=True)[1].reshape(-1)
+        return by_text[self.codes[documents]]
+
+    def labels_of(self, documents: np.ndarray) -> list:
+        """What a label map is built from: these documents' label sets (multi-label), else their distinct labels."""
+        if self.multi_label:
+            return [self.rows[i] for i in documents]
+        return [self.values[c] for c in np.unique(self.codes[documents])]
+
+
+def scan_labels(source: ChunkSource) -> LabelScan:
+    """Pass 1: every label of an input, kept as one small integer per document."""
+    scan, seen, parts = LabelScan(), {}, []
+    for chunk in source():
+        if not scan.documents:
+            scan.source, scan.classes = chunk.source, chunk.classes
+        _merge_stats(scan.stats, chunk.stats)
+        scan.documents += len(chunk)
+        if chunk.labels is None:
+            scan.labelled = False
+        elif chunk.multi_label:
+            scan.rows = scan.rows if scan.rows is not None else []
+            scan.rows.extend(tuple(y) for y in chunk.labels)
+        else:
+            keys = [(type(y), y) for y in chunk.labels]
+            parts.append(np.fromiter((seen.setdefault(k, len(seen)) for k in keys), np.int64, len(keys)))
+    scan.values = [y for _, y in seen]
+    scan.codes = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return scan
+
+
+def _merge_stats(total: dict, more: dict) -> None:
+    for key, value in more.items():  # counts add up; a first example ("first_cut_document") stays the first
+        if isinstance(value, int) and isinstance(total.get(key, 0), int):
+            total[key] = total.get(key, 0) + value
+        else:
+            total.setdefault(key, value)
+
+
+def draw_parts(scan: LabelScan, settings, has_valid: bool) -> np.ndarray:
+    """(documents,) int8: the split (TRAIN, VALID, TEST) of each document of the training input, drawn as
+    ``prepare`` draws them from whole corpora: first the test documents, then validation from the rest."""
+    from docattn.data.splits import held_out_split_codes, stratified_split_codes
+
+    parts = np.full(scan.documents, TRAIN, dtype=np.int8)
+    train = np.arange(scan.documents)
+    if settings.test_fraction is not None or settings.cv_folds is not None:
+        strata = _codes(scan.strata(train))
+        tr, te = held_out_split_codes(
+            strata, settings.test_fraction, settings.cv_folds, settings.cv_fold, settings.split_seed
+        )
+        parts[te], train = TEST, tr
+    if not has_valid:
+        _, va = stratified_split_codes(_codes(scan.strata(train)), settings.valid_fraction, settings.split_seed)
+        parts[train[va]] = VALID
+    return parts
+
+
+def _codes(strata) -> np.ndarray:
+    if isinstance(strata, np.ndarray):
+        return strata
+    from docattn.data.splits import label_codes
+
+    return label_codes(strata)
+
+
+# --------------------------------------------------------------------------- arrays written a chunk at a time
+
+_HEADER = 128  # bytes of the header np.save writes for a 1-D or 2-D array of any size that fits on a disk
+
+
+class NpyAppender:
+    """An ``.npy`` file grown a chunk at a time: room for the header first, the header np.save would write
+    once the length is known, so the file is byte for byte what ``np.save`` gives for the whole array."""
+
+    def __init__(self, path: Path, dtype, row_shape: tuple = ()):
+        self.path, self.dtype, self.row_shape, self.rows = Path(path), np.dtype(dtype), tuple(row_shape), 0
+        self.file = open(self.path, "wb")  # noqa: SIM115 - open across appends, closed by close()
+        self.file.write(b"\0" * _HEADER)
+
+    def append(self, array: np.ndarray) -> None:
+        np.ascontiguousarray(array, dtype=self.dtype).tofile(self.file)
+        self.rows += len(array)
+
+    def close(self) -> None:
+        header = io.BytesIO()
+        shape = (self.rows, *self.row_shape)
+        descr = np.lib.format.dtype_to_descr(self.dtype)
+        np.lib.format.write_array_header_1_0(header, {"descr": descr, "fortran_order": False, "shape": shape})
+        if len(header.getvalue()) != _HEADER:  # a shape beyond any disk: say so rather than write a bad file
+            raise DataError(f"{self.path}: an array of shape {shape} is too large for this cache")
+        self.file.seek(0)
+        self.file.write(header.getvalue())
+        self.file.close()
+
+
+class _MemoryAppender:
+    def __init__(self, dtype, row_shape: tuple = ()):
+        self.dtype, self.row_shape, self.parts = np.dtype(dtype), tuple(row_shape), []
+
+    def append(self, array: np.ndarray) -> None:
+        self.parts.append(np.asarray(array, dtype=self.dtype))
+
+    def close(self) -> np.ndarray:
+        return np.concatenate(self.parts) if self.parts else np.zeros((0, *self.row_shape), dtype=self.dtype)
+
+
+class SplitWriter:
+    """One split's encoded arrays, appended chunk after chunk; offsets shifted by what came before, so the
+    result is what ``encode_ids`` gives for all the split's documents at once."""
+
+    def __init__(self, folder: Path | None, label_width: int | None):
+        labels = (np.int8, (label_width,)) if label_width else (np.int64, ())  # multi-label: a 0/1 matrix
+        kinds = {"tokens": (np.int32, ()), "sentence_offsets": (np.int64, ()), "document_offsets": (np.int64, ())}
+        kinds["labels"] = labels
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+        self.folder, self.arrays = folder, {}
+        for name, (dtype, row) in kinds.items():
+            self.arrays[name] = (
+                NpyAppender(folder / f"{name}.npy", dtype, row) if folder else _MemoryAppender(dtype, row)
+            )
+        self.arrays["sentence_offsets"].append(np.zeros(1))
+        self.arrays["document_offsets"].append(np.zeros(1))
+        self.tokens = self.sentences = self.documents = 0
+
+    def add(self, encoded: tuple[np.ndarray, np.ndarray, np.ndarray], labels: np.ndarray) -> None:
+        tokens, sentence_offsets, document_offsets = encoded
+        self.arrays["tokens"].append(tokens)
+        self.arrays["sentence_offsets"].append(sentence_offsets[1:] + self.tokens)
+        self.arrays["document_offsets"].append(document_offsets[1:] + self.sentences)
+        self.arrays["labels"].append(labels)
+        self.tokens += len(tokens)
+        self.sentences += len(sentence_offsets) - 1
+        self.documents += len(document_offsets) - 1
+
+    def close(self) -> EncodedCorpus:
+        arrays = {name: a.close() for name, a in self.arrays.items()}
+        if self.folder is not None:
+            return EncodedCorpus.load(self.folder, mmap=True)
+        return EncodedCorpus(**arrays)
+
+
+# --------------------------------------------------------------------------- worker processes
+
+
+_VOCABULARIES: dict[str, Vocabulary] = {}  # per process: the vocabulary each worker loaded once
+
+
+def _process_chunk(job: tuple):
+    """Tokenizer inputs of a chunk's documents, or (given a saved vocabulary's path) their encoded arrays."""
+    texts, sentences, text_json, vocabulary = job
+    strings = documents_to_strings(texts, sentences, TextConfig.from_json(text_json))
+    if vocabulary is None:
+        return strings
+    if vocabulary not in _VOCABULARIES:
+        _VOCABULARIES[vocabulary] = Vocabulary.load(vocabulary)
+    return encode_ids(_VOCABULARIES[vocabulary].encode_strings(strings))
+
+
+class ChunkPool:
+    """``_process_chunk`` over jobs in ``workers`` processes (or in this one), results in job order, with at
+    most two jobs per worker waiting, so a long input is never read ahead into memory."""
+
+    def __init__(self, workers: int = 1):
+        self.workers, self.executor = max(int(workers), 1), None
+        if self.workers > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            # spawn: a forked child would inherit the tokenizer's thread pool, which deadlocks or runs serially
+            context = multiprocessing.get_context("spawn")
+            self.executor = ProcessPoolExecutor(self.workers, mp_context=context)
+
+    def map(self, tagged_jobs: Iterable[tuple]) -> Iterator[tuple]:
+        """(tag, result) for each (tag, job); tags stay in this process."""
+        if self.executor is None:
+            for tag, job in tagged_jobs:
+                yield tag, _process_chunk(job)
+            return
+        waiting: deque = deque()
+        for tag, job in tagged_jobs:
+            waiting.append((tag, self.executor.submit(_process_chunk, job)))
+            if len(waiting) >= 2 * self.workers:
+                tag, future = waiting.popleft()
+                yield tag, future.result()
+        while waiting:
+            tag, future = waiting.popleft()
+            yield tag, future.result()
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(cancel_futures=True)
+
+    def __enter__(self) -> ChunkPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _jobs(chunk: Corpus, parts: np.ndarray, text_json: dict, vocabulary: str | None, only: int | None = None):
+    """One job per split present in the chunk (or for split ``only``), tagged with the split and documents."""
+    for split in (TRAIN, VALID, TEST) if only is None else (only,):
+        picked = np.flatnonzero(parts == split)
+        if len(picked) == 0:
+            continue
+        sub = chunk if len(picked) == len(chunk) else chunk.subset(picked.tolist())
+        yield (split, sub), (sub.texts, sub.sentences, text_json, vocabulary)
+
+
+# --------------------------------------------------------------------------- the three passes
+
+
+def prepare_chunked(
+    inputs: dict[str, ChunkSource], settings, folder: Path | None = None
+) -> tuple[Vocabulary, LabelMap, dict[str, EncodedCorpus], dict]:
+    """(vocabulary, label map, encoded splits, info) of the inputs "train" and optionally "valid" and "test";
+    with ``folder`` the splits' arrays are written there (and returned memory-mapped), else kept in memory."""
+    t0 = time.perf_counter()
+    scan = scan_labels(inputs["train"])
+    if scan.documents == 0:
+        raise DataError(f"{scan.source or 'training data'}: no documents")
+    if not scan.labelled:
+        raise DataError(f"{scan.source or 'training data'}: documents have no labels")
+    # labels checked against the source's classes under the user's own document numbers, before splits
+    LabelMap.from_labels(scan.labels_of(np.arange(scan.documents)), scan.classes, scan.multi_label)
+    if "test" in inputs and (settings.test_fraction is not None or settings.cv_folds is not None):
+        raise DataError(
+            f"{_source_name(inputs['test']) or 'the test data'}: the data has a test split of its own, so "
+            "test_fraction / cv_folds (--test-fraction, --cv) would test on other documents; drop one"
+        )
+    parts = draw_parts(scan, settings, "valid" in inputs)
+    training = np.flatnonzero(parts == TRAIN)
+    label_map = LabelMap.from_labels(scan.labels_of(training), scan.classes, scan.multi_label)
+    names = ["train", "valid"] + (["test"] if "test" in inputs or (parts == TEST).any() else [])
+    with ChunkPool(settings.prepare_workers) as pool:
+        vocab = count_vocabulary(inputs["train"], parts, settings.text, settings, pool)
+        width = len(label_map) if label_map.multi_label else None
+        writers = {name: SplitWriter(folder / name if folder is not None else None, width) for name in names}
+        dropped = encode_inputs(inputs, parts, vocab, label_map, pool, writers)
+    for name, writer in writers.items():
+        if writer.documents == 0:
+            raise DataError(f"{_source_name(inputs.get(name, inputs['train'])) or 'input'}: no documents to encode")
+    splits = {name: writer.close() for name, writer in writers.items()}
+    info = {
+        "documents": {k: len(v) for k, v in splits.items()},
+        "vocab_size": len(vocab),
+        "seconds": round(time.perf_counter() - t0, 2),
+        **dropped,
+    }
+    return vocab, label_map, splits, info
+
+
+def _source_name(source: ChunkSource) -> str:
+    chunks = source()
+    first = next(chunks, None)
+    getattr(chunks, "close", lambda: None)()
+    return first.source if first is not None else ""
+
+
+def count_vocabulary(source: ChunkSource, parts: np.ndarray, text: TextConfig, settings, pool: ChunkPool) -> Vocabulary:
+    """Pass 2: the vocabulary of the training documents, counted as they stream by."""
+    text_json = text.to_json()
+
+    def tagged():
+        start = 0
+        for chunk in source():
+            yield from _jobs(chunk, parts[start : start + len(chunk)], text_json, None, only=TRAIN)
+            start += len(chunk)
+
+    def strings():
+        for _, chunk_strings in pool.map(tagged()):
+            yield from chunk_strings
+
+    return Vocabulary.build(strings(), text, settings.min_count, settings.max_vocab)
+
+
+def encode_inputs(inputs, parts, vocab: Vocabulary, label_map: LabelMap, pool: ChunkPool, writers: dict) -> dict:
+    """Pass 3: every document encoded and appended to its split's writer; returns what encoding dropped
+    (multi-label classes unseen in training)."""
+    from docattn.data.encoding import encode_labels
+
+    text_json, dropped = vocab.text_config.to_json(), {}
+    with _shared_vocabulary(vocab, pool) as key:
+
+        def tagged():
+            for name, source in inputs.items():
+                start = 0
+                for chunk in source():
+                    if name == "valid" and chunk.labels is None:
+                        raise DataError(
+                            f"{chunk.source or 'validation data'}: documents have no labels; validation needs them "
+                            "to choose the best weights"
+                        )
+                    fixed = np.full(len(chunk), VALID if name == "valid" else TEST, dtype=np.int8)
+                    chunk_parts = parts[start : start + len(chunk)] if name == "train" else fixed
+                    start += len(chunk)
+                    yield from _jobs(chunk, chunk_parts, text_json, key)
+
+        for (split, sub), encoded in pool.map(tagged()):
+            labels = encode_labels(sub, label_map, dropped if split != TRAIN else None)
+            writers[SPLIT_NAMES[split]].add(encoded, labels)
+    return dropped
+
+
+class _shared_vocabulary:  # noqa: N801 (a context manager used as a function)
+    """The key workers find ``vocab`` under: a saved copy's path for worker processes, else this process's."""
+
+    def __init__(self, vocab: Vocabulary, pool: ChunkPool):
+        self.vocab, self.pool, self.tmp, self.key = vocab, pool, None, f"memory:{id(vocab)}"
+
+    def __enter__(self) -> str:
+        if self.pool.executor is None:
+            _VOCABULARIES[self.key] = self.vocab
+            return self.key
+        import tempfile
+
+        self.tmp = tempfile.TemporaryDirectory(prefix="docattn-vocab-")
+        self.key = str(Path(self.tmp.name) / "vocab.json")
+        self.vocab.save(self.key)
+        return self.key
+
+    def __exit__(self, *exc) -> None:
+        _VOCABULARIES.pop(self.key, None)
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+
+# --------------------------------------------------------------------------- inputs from files
+
+
+def input_chunks(train_path, valid_path, test_path, reader_options: dict | None, size: int):
+    """({"train": source, ...}, skipped): chunk sources of the inputs ``read_inputs`` reads, and a function
+    giving each split's reader counts (skipped empty documents...) once the sources have been read."""
+    from docattn.data.prepare import read_inputs
+
+    corpora = read_inputs(train_path, valid_path, test_path, reader_options)
+    sources = {name: corpus_chunks(corpus, size) for name, corpus in corpora.items()}
+    return sources, lambda: {k: c.stats for k, c in corpora.items() if c.stats}
