@@ -43,25 +43,63 @@ def explain_documents(
     """
     from docattn.data.corpus import to_corpus
     from docattn.errors import ConfigError
-    from docattn.explain.methods import ATTENTION, SIGNED, resolve_method
+    from docattn.explain.methods import ATTENTION, GRADIENT_X_INPUT, SIGNED, model_methods, resolve_method
 
     corpus = corpus if isinstance(corpus, Corpus) else to_corpus(corpus)
     method = resolve_method(clf.model, clf.model_name, method)
     if method != ATTENTION:
         from docattn.explain.attribution import contribution_items
 
-        return contribution_items(clf, corpus, method, target, ig_steps, batch_size)
+        items = contribution_items(clf, corpus, method, target, ig_steps, batch_size)
+        if clf.labels.multi_label and target is None:  # the top label above, and each predicted label beside it
+            add_label_attributions(clf, corpus, items, method, batch_size, ig_steps)
+        return items
     if target is not None:
         raise ConfigError(
             f"attention weights do not depend on the class, so a target does not apply; it does for {', '.join(SIGNED)}"
         )
-    return attention_items(clf, corpus, batch_size)
+    items = attention_items(clf, corpus, batch_size)
+    if clf.labels.multi_label and GRADIENT_X_INPUT in model_methods(clf.model):
+        add_label_attributions(clf, corpus, items, GRADIENT_X_INPUT, batch_size)
+    return items
+
+
+def predicted(labels, probs: np.ndarray) -> list:
+    """Each document's prediction: the most probable class, or for a multi-label model the list of classes at or
+    over their thresholds (as ``predict`` gives them)."""
+    if labels.multi_label:
+        return labels.decode_sets(labels.decide(probs))
+    return [labels.classes[int(i)] for i in probs.argmax(1)]
+
+
+def add_label_attributions(
+    clf, corpus: Corpus, items: list[dict], method: str, batch_size: int = 64, ig_steps: int = 20
+) -> None:
+    """Multi-label: one attention serves every label, so each item gets ``label_attributions``, the signed
+    ``method`` contributions toward each label it predicts (in the item's schema, without the tokens)."""
+    from docattn.explain.attribution import contribution_items
+
+    classes = clf.labels.classes
+    for item in items:
+        item["label_attributions"] = []
+    for k, label in enumerate(classes):
+        docs = [d for d, item in enumerate(items) if label in item["prediction"]]
+        if not docs:
+            continue
+        explained = contribution_items(clf, corpus.subset(docs), method, k, ig_steps, batch_size)
+        for d, it in zip(docs, explained):
+            entry = {"label": label, "probability": it["probabilities"][label], "method": method}
+            if "sentences" in it:
+                entry["sentences"] = [{k2: v for k2, v in s.items() if k2 != "tokens"} for s in it["sentences"]]
+            else:
+                entry.update({k2: it[k2] for k2 in ("token_weights", "token_contributions", "tokens_read")})
+            items[d]["label_attributions"].append(entry)
 
 
 @torch.inference_mode()
 def attention_items(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
     """``explain_documents``' items by the model's own attention (or pooling) weights."""
-    from docattn.training.inference import make_batch, softmax
+    from docattn.training.inference import make_batch, sigmoid, softmax
 
     model = clf.model
     model.eval()
@@ -73,7 +111,9 @@ def attention_items(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
         docs = np.arange(start, min(start + batch_size, len(enc)))
         batch = make_batch(enc, docs, model.layout, clf.limits)
         result = model(batch.to(device), return_attention=True)
-        probs = softmax(result.logits.float().cpu().numpy())
+        logits = result.logits.float().cpu().numpy()
+        probs = sigmoid(logits) if clf.labels.multi_label else softmax(logits)
+        shown = predicted(clf.labels, probs)
         att = {k: v.float().cpu().numpy() for k, v in (result.attentions or {}).items() if torch.is_tensor(v)}
         if not {"word", "sentence", "token"} & set(att):
             raise DocattnError(
@@ -84,7 +124,7 @@ def attention_items(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
             sentences = surface_sentences(clf.vocab, strings[d])
             item = {
                 "id": corpus.ids[d],
-                "prediction": clf.labels.classes[int(probs[row].argmax())],
+                "prediction": shown[row],
                 "probabilities": {
                     c: float(p) for c, p in zip(clf.labels.classes, probs[row])
                 },  # keyed like "prediction"

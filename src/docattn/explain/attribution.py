@@ -60,7 +60,7 @@ def _fit(values: np.ndarray, n: int) -> list[float]:
 def contribution_items(clf, corpus, method: str, target=None, ig_steps: int = 20, batch_size: int = 64) -> list[dict]:
     """``explain``'s items for a signed ``method``, toward ``target`` (class index(es); None: the prediction)."""
     from docattn.data.text import documents_to_strings
-    from docattn.explain.attention import surface_sentences
+    from docattn.explain.attention import predicted, surface_sentences
     from docattn.explain.faithfulness import fit_to_limits, probabilities
 
     model, classes = clf.model, clf.labels.classes
@@ -68,6 +68,7 @@ def contribution_items(clf, corpus, method: str, target=None, ig_steps: int = 20
     enc = fit_to_limits(clf.encode(corpus.without_labels()), model.layout, clf.limits)
     probs = probabilities(clf, enc, batch_size)
     target = resolve_target(target, len(enc), len(classes), probs.argmax(1))
+    shown = predicted(clf.labels, probs)
     contributions, bias = token_contributions(clf, enc, method, target, ig_steps, batch_size)
     of_document, of_sentence, sentence_share = _shares(enc, contributions)
     hierarchical = model.layout == "hierarchical"
@@ -80,7 +81,7 @@ def contribution_items(clf, corpus, method: str, target=None, ig_steps: int = 20
         signed, shares = (p[first:last] for p in per_sentence)
         item = {
             "id": corpus.ids[d],
-            "prediction": classes[int(probs[d].argmax())],
+            "prediction": shown[d],
             "probabilities": {c: float(p) for c, p in zip(classes, probs[d])},
             "label": corpus.labels[d] if corpus.labels is not None else None,
             "layout": model.layout,

@@ -12,6 +12,8 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
+from docattn.explain.html import is_correct
+
 _STYLE = """
 body{max-width:none}
 .summary td,.summary th{padding:.1em .8em;text-align:left}
@@ -40,16 +42,21 @@ def run_names(paths: list[Path]) -> list[str]:
 
 
 def _agreement(runs: list[Explained]) -> float:
-    predictions = [[str(it["prediction"]) for it in run.items] for run in runs]
+    predictions = [[_shown(it["prediction"]) for it in run.items] for run in runs]
     same = [len(set(row)) == 1 for row in zip(*predictions)]
     return sum(same) / len(same) if same else float("nan")
+
+
+def _shown(prediction) -> str:
+    """A prediction as text to compare across runs; a multi-label one in a fixed order."""
+    return str(sorted(map(str, prediction))) if isinstance(prediction, list) else str(prediction)
 
 
 def _summary(runs: list[Explained]) -> str:
     rows = []
     for run in runs:
         labelled = [it for it in run.items if it.get("label") is not None]
-        right = sum(str(it["label"]) == str(it["prediction"]) for it in labelled)
+        right = sum(is_correct(it["label"], it["prediction"]) for it in labelled)
         accuracy = f"{right}/{len(labelled)} correct" if labelled else ""
         rows.append(
             f"<tr><td><bdi>{html.escape(run.name)}</bdi></td><td>{html.escape(run.model)}</td>"

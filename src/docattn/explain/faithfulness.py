@@ -121,12 +121,13 @@ def top_fraction(enc: EncodedCorpus, scores: np.ndarray, percent: float) -> np.n
 
 def probabilities(clf, enc: EncodedCorpus, batch_size: int = 64) -> np.ndarray:
     """(n_documents, n_classes) class probabilities of an encoded corpus."""
-    from docattn.training.inference import predict_logits, softmax
+    from docattn.training.inference import predict_logits, sigmoid, softmax
 
     model = clf.model
     if is_one_shot(model):
         return np.asarray(model.predict_proba_encoded(enc))
-    return softmax(predict_logits(model, enc, batch_size, clf.limits))
+    logits = predict_logits(model, enc, batch_size, clf.limits)
+    return sigmoid(logits) if clf.labels.multi_label else softmax(logits)  # multi-label: one probability a class
 
 
 def batch_positions(enc: EncodedCorpus, docs: np.ndarray) -> np.ndarray:

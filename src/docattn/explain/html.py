@@ -34,6 +34,7 @@ body{font-family:system-ui,sans-serif;margin:2em;max-width:60em;color:#222}
 .controls{position:sticky;top:0;background:#fff;padding:.4em 0;border-bottom:1px solid #eee}
 .vname{font-size:80%;color:#777}
 .how{font-size:90%;color:#555}
+.label{border-top:1px dashed #ddd;margin-top:.6em;padding-top:.4em}
 body.sentence-only .w{background:none!important}
 """
 
@@ -166,14 +167,21 @@ _SIGNED_LEGEND = (
 )
 
 
+def is_correct(gold, prediction) -> bool:
+    """Whether a prediction is the gold label; multi-label: the predicted set is the gold set."""
+    if isinstance(prediction, list):
+        return {str(g) for g in gold} == {str(p) for p in prediction}
+    return str(gold) == str(prediction)
+
+
 def document_head(item: dict) -> str:
     """The header of one explained document: id, prediction, verdict, probabilities, method, what was not read."""
     ranked = sorted(item["probabilities"].items(), key=lambda kv: -kv[1])
     probs = ", ".join(f"<bdi>{html.escape(str(c))}</bdi>: {p:.3f}" for c, p in ranked)  # bdi: user text, isolated
-    gold = item.get("label")
+    gold, prediction = item.get("label"), item["prediction"]
     verdict = ""
     if gold is not None:
-        ok = str(gold) == str(item["prediction"])
+        ok = is_correct(gold, prediction)
         verdict = (
             f' <b class="{"ok" if ok else "bad"}">{"correct" if ok else "wrong"}</b> '
             f"(gold <bdi>{html.escape(str(gold))}</bdi>)"
@@ -187,10 +195,28 @@ def document_head(item: dict) -> str:
         how += "</span>"
     note = _truncation_note(item)
     note = f'<br><span class="trunc">{html.escape(note)}</span>' if note else ""
+    shown = (", ".join(map(str, prediction)) or "no label") if isinstance(prediction, list) else str(prediction)
     return (
         f'<div class="meta"><bdi>{html.escape(str(item.get("id", "")))}</bdi>: predicted '
-        f"<b><bdi>{html.escape(str(item['prediction']))}</bdi></b>{verdict}<br>{probs}{how}{note}</div>"
+        f"<b><bdi>{html.escape(shown)}</bdi></b>{verdict}<br>{probs}{how}{note}</div>"
     )
+
+
+def label_blocks(item: dict) -> str:
+    """Multi-label: each predicted label's signed attributions, under the document's one attention."""
+    blocks = []
+    for entry in item.get("label_attributions") or []:
+        if item.get("layout") == "hierarchical":
+            sentences = [{**a, "tokens": s["tokens"]} for s, a in zip(item["sentences"], entry["sentences"])]
+            own = {"layout": "hierarchical", "sentences": sentences}
+        else:
+            own = {"layout": item.get("layout"), "tokens": item["tokens"], **entry}
+        name = _METHOD_NAMES.get(entry["method"], html.escape(entry["method"]))
+        blocks.append(
+            f'<div class="label"><div class="how">{name} <b><bdi>{html.escape(str(entry["label"]))}</bdi></b> '
+            f"(probability {entry['probability']:.3f})</div>{_body(own)}</div>"
+        )
+    return "".join(blocks)
 
 
 def render_document(item: dict) -> str:
@@ -198,13 +224,13 @@ def render_document(item: dict) -> str:
     head = document_head(item)
     views = item.get("views") or []
     if not views:
-        return f'<div class="doc">{head}{_body(item)}</div>'
+        return f'<div class="doc">{head}{_body(item)}{label_blocks(item)}</div>'
     blocks = [f'<div class="view" data-view="attention">{_body(item)}</div>']
     for v in views:
         name = html.escape(v["name"])
         body = _body(item, v.get("sentence_weights"), v.get("word_weights"), v.get("token_weights"))
         blocks.append(f'<div class="view" data-view="{name}" hidden><div class="vname">{name}</div>{body}</div>')
-    return f'<div class="doc">{head}{"".join(blocks)}</div>'
+    return f'<div class="doc">{head}{"".join(blocks)}{label_blocks(item)}</div>'
 
 
 def _controls(items: list[dict]) -> str:

@@ -114,6 +114,8 @@ def _add_gradient_view(items: list[dict], clf, corpus) -> None:
     or per token (flat), scaled as attention is, so the report's views show it beside the attention."""
     from docattn.explain.faithfulness import fit_to_limits, gradient_scores
 
+    if clf.labels.multi_label:  # each predicted label's attributions are the items' own (label_attributions)
+        return
     layout = clf.model.layout
     enc = fit_to_limits(clf.encode(corpus.without_labels()), layout, clf.limits)  # only the words the model reads
     target = np.asarray([clf.labels.index[it["prediction"]] for it in items])
