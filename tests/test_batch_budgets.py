@@ -106,3 +106,16 @@ def test_without_budgets_batches_are_as_before_and_a_loose_budget_cuts_nothing()
     assert [list(b) for b in batch_sampler(enc, "hierarchical", LIMITS, 64, seed=2)] == before
     loose = [list(b) for b in batch_sampler(enc, "hierarchical", {**LIMITS, "max_batch_words": 10**9}, 64, seed=2)]
     assert [len(b) for b in loose] == [len(b) for b in before]
+
+
+@pytest.mark.parametrize("block", [1, 7, 64])
+def test_sizes_measured_a_block_of_documents_at_a_time_are_the_whole_corpus_sizes(monkeypatch, block):
+    from docattn.data import arrays
+
+    enc = _mixed(seed=4)
+    for limits in ({**LIMITS, "max_batch_words": 2_000}, {**LIMITS, "max_batch_pairs": 300_000}, LIMITS):
+        whole = arrays.read_sizes(enc, limits)
+        monkeypatch.setattr(arrays, "SIZES_BLOCK", block)
+        parts = arrays.read_sizes(enc, limits)
+        monkeypatch.setattr(arrays, "SIZES_BLOCK", 1 << 30)
+        assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(whole, parts))

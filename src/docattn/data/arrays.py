@@ -33,14 +33,31 @@ def word_cap(max_words: int | None, max_batch_words: int | None, max_batch_pairs
     return min(caps) if caps else None
 
 
+SIZES_BLOCK = 65_536  # documents read_sizes measures at a time: its temporaries are per sentence
+
+
 def read_sizes(corpus: EncodedCorpus, limits: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per document: the sentences it is read to, its longest sentence read, and its cost (n, 2): the words read
     and the word pairs a self-attention over them compares (each sentence's words, then the document's
-    sentences). A document past ``max_batch_words`` or ``max_batch_pairs`` keeps the first sentences that fit."""
+    sentences). A document past ``max_batch_words`` or ``max_batch_pairs`` keeps the first sentences that fit.
+    Measured a block of documents at a time, so the memory beyond the (n,) results is bounded by the block."""
+    d_off, s_off = corpus.document_offsets, corpus.sentence_offsets
+    parts = []
+    for a in range(0, max(len(corpus), 1), SIZES_BLOCK):
+        b = min(a + SIZES_BLOCK, len(corpus))
+        first, last = int(d_off[a]), int(d_off[b])
+        lengths = np.diff(np.asarray(s_off[first : last + 1]))
+        parts.append(_block_sizes(lengths, np.asarray(d_off[a : b + 1]) - first, limits))
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+
+def _block_sizes(lengths: np.ndarray, doc_offsets: np.ndarray, limits: dict) -> tuple:
+    """``read_sizes`` of consecutive documents: their sentences' ``lengths`` and ``doc_offsets`` into them."""
+    n_docs = len(doc_offsets) - 1
     cap = word_cap(limits.get("max_words"), limits.get("max_batch_words"), limits.get("max_batch_pairs"))
-    lengths = corpus.sentence_lengths if cap is None else np.minimum(corpus.sentence_lengths, cap)
-    sent_doc = np.repeat(np.arange(len(corpus)), corpus.sentence_counts)
-    rank = np.arange(len(sent_doc)) - corpus.document_offsets[sent_doc]
+    lengths = lengths if cap is None else np.minimum(lengths, cap)
+    sent_doc = np.repeat(np.arange(n_docs), np.diff(doc_offsets))
+    rank = np.arange(len(sent_doc)) - doc_offsets[sent_doc]
     keep = rank < limits["max_sentences"] if limits.get("max_sentences") else np.ones(len(sent_doc), dtype=bool)
     for budget, cost in (
         (limits.get("max_batch_words"), lengths),
@@ -48,15 +65,15 @@ def read_sizes(corpus: EncodedCorpus, limits: dict) -> tuple[np.ndarray, np.ndar
     ):
         if budget:  # cost + 2 rank + 1: the sentence-level pairs grow from rank^2 to (rank + 1)^2
             kept = np.where(keep, cost, 0)
-            before = np.cumsum(kept) - kept  # cost of the corpus before each sentence
-            within = before - before[corpus.document_offsets[:-1]][sent_doc] + kept  # ... of its document, with it
+            before = np.cumsum(kept) - kept  # cost of the block before each sentence
+            within = before - before[doc_offsets[:-1]][sent_doc] + kept  # ... of its document, with it
             keep &= (within <= budget) | (rank == 0)
-    n_sent = np.bincount(sent_doc, weights=keep, minlength=len(corpus)).astype(np.int64)
-    width = np.zeros(len(corpus), dtype=np.int64)
+    n_sent = np.bincount(sent_doc, weights=keep, minlength=n_docs).astype(np.int64)
+    width = np.zeros(n_docs, dtype=np.int64)
     np.maximum.at(width, sent_doc[keep], lengths[keep])
     read = np.where(keep, lengths, 0)
-    words = np.bincount(sent_doc, weights=read, minlength=len(corpus))
-    pairs = np.bincount(sent_doc, weights=read.astype(np.float64) ** 2, minlength=len(corpus)) + n_sent**2
+    words = np.bincount(sent_doc, weights=read, minlength=n_docs)
+    pairs = np.bincount(sent_doc, weights=read.astype(np.float64) ** 2, minlength=n_docs) + n_sent**2
     return n_sent, width, np.stack([words, pairs], axis=1).astype(np.int64)
 
 
@@ -74,13 +91,14 @@ def _may_pass_a_budget(corpus: EncodedCorpus, docs: np.ndarray, limits: dict) ->
 def hierarchical_arrays(corpus: EncodedCorpus, documents: Sequence[int], limits: dict) -> dict[str, np.ndarray]:
     """The documents as one hierarchical batch: every sentence read is a row of ``words``."""
     docs = np.asarray(documents, dtype=np.int64)
-    n_sent = corpus.sentence_counts[docs]
+    # the batch's own counts and lengths: corpus.sentence_counts / sentence_lengths would diff the whole corpus
+    n_sent = corpus.document_offsets[docs + 1] - corpus.document_offsets[docs]
     if limits.get("max_sentences"):
         n_sent = np.minimum(n_sent, limits["max_sentences"])
     if _may_pass_a_budget(corpus, docs, limits):  # a document past a budget is read up to it
         n_sent = np.minimum(n_sent, read_sizes(corpus.subset(docs), limits)[0])
     rows = ragged_ranges(corpus.document_offsets[docs], n_sent)  # sentence ids, document order
-    lengths = corpus.sentence_lengths[rows]
+    lengths = corpus.sentence_offsets[rows + 1] - corpus.sentence_offsets[rows]
     if cap := word_cap(limits.get("max_words"), limits.get("max_batch_words"), limits.get("max_batch_pairs")):
         lengths = np.minimum(lengths, cap)
     words, word_mask = pad_rows(corpus.tokens, corpus.sentence_offsets[rows], lengths)
