@@ -1,0 +1,154 @@
+"""``docattn predict`` streamed (chunks read, predicted and written in turn) against the in-memory path it
+replaced (the whole input read, then predicted, then written): throughput and peak RSS on IMDB reviews.
+
+    OMP_NUM_THREADS=1 python benchmarks/predict_stream.py [--data ../shared/data/imdb/aclImdb.tar.gz]
+        [--sizes 25000,100000] [--chunk-size 4096] [--paths in_memory,streamed]
+        [--work /tmp/docattn-predict-stream] [--name result]
+
+Trains a tiny HAN once (1 epoch on 3,000 training reviews, random embeddings), writes N reviews one per line
+(the archive's 50,000 labelled reviews in archive order, repeated past that), then runs each path on each N as
+a child process, one thread, interleaved, and reads the child's peak RSS from ``os.wait4``. The in-memory path
+is the body of ``predict`` before streaming (commit e9fe2d6), run from this file. Both outputs are compared:
+the same ids and predictions, probabilities within a rounding step. Writes
+benchmarks/results/predict_stream/NAME.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, SHARED_DATA, machine  # noqa: E402
+
+# predict as it was before streaming (e9fe2d6), less its notes: the whole corpus, then every line
+IN_MEMORY = """
+import json, sys
+from docattn.classifier import DocumentClassifier
+from docattn.data.sources import read_evaluation_corpus
+clf = DocumentClassifier.load(sys.argv[1])
+corpus = read_evaluation_corpus(sys.argv[2], ignore_labels=True)
+probs = clf.predict_proba(corpus)
+classes = clf.labels.classes
+out = sys.stdout
+for i, p in enumerate(probs):
+    out.write(json.dumps({"id": corpus.ids[i], "prediction": classes[int(p.argmax())],
+        "probabilities": {str(c): round(float(x), 6) for c, x in zip(classes, p)}}, ensure_ascii=False) + "\\n")
+"""
+
+
+def _reviews(archive: Path) -> list[tuple[str, str, str]]:
+    """(text, label, split) of every labelled review, in archive order, each on one line."""
+    docs = []
+    with tarfile.open(archive) as tar:
+        for member in tar:
+            parts = member.name.split("/")
+            if member.isfile() and parts[2:3] in (["pos"], ["neg"]) and parts[1:2] in (["train"], ["test"]):
+                text = tar.extractfile(member).read().decode("utf-8")
+                docs.append((" ".join(text.split()), parts[2], parts[1]))
+    return docs
+
+
+def _train(reviews: list[tuple[str, str, str]], run: Path) -> None:
+    import torch
+
+    from docattn.classifier import DocumentClassifier
+
+    torch.set_num_threads(1)
+    train = [(text, label) for text, label, split in reviews if split == "train"]
+    random.Random(0).shuffle(train)
+    texts, labels = zip(*train[:3000])
+    options = dict(max_epochs=1, embeddings="random", embedding_dim=32, hidden_size=16, context_dim=16, progress=False)
+    DocumentClassifier("han", **options).fit(list(texts), list(labels), run_dir=run)
+
+
+def _child(path: str, run: Path, data: Path, out: Path, chunk_size: int) -> dict:
+    """One ``predict`` in a child process: wall seconds, peak RSS (MiB) and exit status."""
+    if path == "in_memory":
+        command = [sys.executable, "-c", IN_MEMORY, str(run), str(data)]
+    else:
+        command = [sys.executable, "-m", "docattn.cli", "predict", str(run), str(data), "--chunk-size", str(chunk_size)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    start = time.perf_counter()
+    with open(out, "wb") as stdout:
+        child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, env=env)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not the largest of all children
+    seconds = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    error = child.stderr.read().decode()[-2000:]
+    child.stderr.close()
+    return {
+        "seconds": round(seconds, 2),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024),
+        "exit": child.returncode,
+        **({"stderr": error} if child.returncode else {}),
+    }
+
+
+def _compare(a: Path, b: Path) -> dict:
+    """Whether two predict outputs agree: ids and predictions, and the largest probability difference."""
+    lines, same, worst = 0, True, 0.0
+    with open(a, encoding="utf-8") as fa, open(b, encoding="utf-8") as fb:
+        for la, lb in zip(fa, fb, strict=True):
+            x, y = json.loads(la), json.loads(lb)
+            same = same and (x["id"], x["prediction"]) == (y["id"], y["prediction"])
+            worst = max(worst, *(abs(x["probabilities"][k] - y["probabilities"][k]) for k in x["probabilities"]))
+            lines += 1
+    return {"lines": lines, "same_ids_and_predictions": same, "max_probability_difference": worst}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=str(SHARED_DATA / "imdb" / "aclImdb.tar.gz"))
+    ap.add_argument("--sizes", default="25000,100000")
+    ap.add_argument("--chunk-size", type=int, default=4096)
+    ap.add_argument("--paths", default="in_memory,streamed")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/docattn-predict-stream"))
+    ap.add_argument("--name", default="result", help="results/predict_stream/NAME.json")
+    args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    reviews = _reviews(Path(args.data))
+    run = args.work / "run"
+    if not (run / "model.safetensors").is_file():
+        _train(reviews, run)
+    results = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        data = args.work / f"reviews_{n}.txt"
+        with open(data, "w", encoding="utf-8") as f:
+            f.writelines(reviews[i % len(reviews)][0] + "\n" for i in range(n))
+        row: dict = {"documents": n, "megabytes": round(data.stat().st_size / 2**20, 1)}
+        for path in args.paths.split(","):
+            measured = _child(path, run, data, args.work / f"{path}_{n}.jsonl", args.chunk_size)
+            row[path] = {**measured, "docs_per_s": round(n / measured["seconds"])}
+            print(json.dumps({"documents": n, path: row[path]}), flush=True)
+        if {"in_memory", "streamed"} <= set(row) and row["in_memory"]["exit"] == row["streamed"]["exit"] == 0:
+            row["agreement"] = _compare(args.work / f"in_memory_{n}.jsonl", args.work / f"streamed_{n}.jsonl")
+            row["streamed_over_in_memory_throughput"] = round(
+                row["streamed"]["docs_per_s"] / row["in_memory"]["docs_per_s"], 3
+            )
+        results.append(row)
+        data.unlink()
+    doc = {
+        "benchmark": "predict_stream",
+        "command": "OMP_NUM_THREADS=1 python " + " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": machine(),
+        "model": "han, 1 epoch on 3,000 IMDB training reviews, embedding 32, hidden 16, context 16",
+        "chunk_size": args.chunk_size,
+        "results": results,
+    }
+    out = RESULTS / "predict_stream" / f"{args.name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    print(json.dumps(doc, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
