@@ -13,10 +13,11 @@ the caller when it reaches that point of the input::
     chunks.stats  # the whole read's counts (skipped_empty, cut_documents, ...), once the loop has ended
 
 Stdin, or a pipe, also hands over what it has whenever its writer pauses, so an interactive or endless pipe
-gets its documents line by line. Some inputs are only read whole, and come as one chunk, or start late:
-Parquet/Arrow tables (read a row group at a time, but held whole by their reader), a folder tree read
-``multi_label`` (copies of a file under several label folders are merged), TSV on stdin (read twice, so
-kept first) and a CSV's first 200 rows (its header is sniffed from them).
+gets its documents line by line. Parquet and Arrow tables stream by record batch. Some inputs are held
+whole, or start late: an archive (.tar.gz, .zip: its members are read into memory in one pass before the first
+document; unpack it to stream it), a folder tree read ``multi_label`` (copies of a file under several label
+folders merge into documents read before them: one chunk), TSV on stdin (kept whole, to be read twice) and a
+CSV's first 200 rows (its header is sniffed from them).
 
 What only the whole source settles is left to the end: a chunk's labels are as read (a JSON label keeps its
 type, "7" in a CSV stays a string), and once the loop has ended ``chunks.integer_labels`` says the reader
