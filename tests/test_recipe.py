@@ -208,6 +208,20 @@ def test_the_guardrail_fits_the_baseline_and_warns_when_the_model_is_behind(tmp_
         DocumentClassifier("han", embeddings="random", max_epochs=1, lr=1e-6, **TINY).fit(corpus.texts, corpus.labels)
 
 
+def test_the_guardrail_advises_only_what_the_run_has_not_tried():
+    from docattn.training.config import TrainConfig
+    from docattn.training.trainer import guardrail_advice
+
+    cut_short = {"best": {"epoch": 4}, "stopped_early": False, "stopped_on_budget": False}
+    advice = guardrail_advice(TrainConfig(max_epochs=5, word2vec_epochs=12), cut_short)
+    assert "train longer (--epochs 10)" in advice and "word2vec_epochs=50" in advice and "word2vec_text" in advice
+    stopped = {"best": {"epoch": 2}, "stopped_early": True}
+    advice = guardrail_advice(TrainConfig(max_epochs=9, word2vec_epochs=50, word2vec_text="more.txt"), stopped)
+    assert "longer" not in advice and "word2vec_text" not in advice and "--embeddings FILE" in advice
+    advice = guardrail_advice(TrainConfig(max_epochs=9, embeddings="random"), {"stopped_on_budget": True})
+    assert "--max-time" in advice and "--embeddings word2vec" in advice and advice.endswith("(--model logreg)")
+
+
 def test_train_prints_both_scores_and_the_warning(tmp_path):
     synthetic.write_jsonl(_keyword_corpus(300), tmp_path / "train.jsonl")
     env = {**os.environ, "DOCATTN_CACHE": str(tmp_path / "cache"), "COLUMNS": "400"}  # one message, one line

@@ -159,7 +159,7 @@ class DocumentClassifier:
             score = "micro_f1" if self.labels.multi_label else "accuracy"
             warnings.warn(
                 f"validation {score.replace('_', '-')} {verdict['model'][score]:.4f} against the tf-idf "
-                f"baseline's {verdict['baseline'][score]:.4f}: {GUARDRAIL_ADVICE}",
+                f"baseline's {verdict['baseline'][score]:.4f}: {verdict.get('advice') or GUARDRAIL_ADVICE}",
                 UserWarning,
                 stacklevel=2,
             )

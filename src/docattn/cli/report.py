@@ -203,7 +203,7 @@ def _print_guardrail(console, results: dict) -> None:
     )
     console.print(f"validation: this model {scores(m)}; tf-idf logreg baseline {scores(b)}{sample}")
     if verdict["behind"]:
-        console.print(f"[bold yellow]warning[/]: {GUARDRAIL_ADVICE}")
+        console.print(f"[bold yellow]warning[/]: {(results.get('guardrail') or {}).get('advice') or GUARDRAIL_ADVICE}")
     test = results["baseline"].get("test")
     if test and "test" in results:
         console.print(f"test: baseline {scores(test)}")

@@ -212,6 +212,8 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
             baseline = fit_guardrail(data, cfg, weights)
             results["baseline"] = baseline.record
             results["guardrail"] = guardrail_verdict(results)
+            if results["guardrail"] is not None:
+                results["guardrail"]["advice"] = guardrail_advice(cfg, results)
             if run_dir is not None:
                 baseline.save(run_dir)
     if run_dir is not None and results.get("is_global_zero", True):
@@ -344,6 +346,25 @@ def guardrail_verdict(results: dict) -> dict | None:
         "baseline": {k: baseline["valid"][k] for k in ("documents", "accuracy", "macro_f1") if k in baseline["valid"]},
         "behind": model_acc < base_acc - Guardrail.MARGIN,
     }
+
+
+def guardrail_advice(cfg, results: dict) -> str:
+    """What to try when the model trails the baseline, from what this run did: only the steps it has not taken."""
+    steps = []
+    if results.get("stopped_on_budget"):
+        steps.append("give it more time (--max-time)")
+    elif not results.get("stopped_early") and (results.get("best") or {}).get("epoch") == cfg.max_epochs - 1:
+        steps.append(f"train longer (--epochs {2 * cfg.max_epochs}): it was still improving in its last epoch")
+    if cfg.embeddings == "random":
+        steps.append("start from word2vec (--embeddings word2vec) or pre-trained vectors (--embeddings FILE)")
+    elif cfg.embeddings == "word2vec":
+        if (cfg.word2vec_epochs or 0) < 50:
+            steps.append("train word2vec longer (--set word2vec_epochs=50)")
+        if not cfg.word2vec_text:
+            steps.append("train word2vec on more text (--set word2vec_text=PATH)")
+        steps.append("start from pre-trained vectors (--embeddings FILE)")
+    steps.append("use the baseline itself (--model logreg)")
+    return "the neural model is under the tf-idf baseline: " + ", ".join(steps[:-1]) + ", or " + steps[-1]
 
 
 GUARDRAIL_ADVICE = (
