@@ -164,6 +164,7 @@ def test_streamed_evaluation_matches_the_in_memory_one(run, documents):
 
     clf = DocumentClassifier.load(run)
     whole = evaluate_encoded(clf, clf.encode(read_corpus(documents)))
+    kept = []  # the guardrail baseline's scores and the documents seen in training, at each chunk size
     for chunk_size in CHUNK_SIZES:
         res = CliRunner().invoke(
             app, ["evaluate", str(run), "--data", str(documents), "--json", "--chunk-size", str(chunk_size)]
@@ -172,6 +173,8 @@ def test_streamed_evaluation_matches_the_in_memory_one(run, documents):
         streamed = json.loads(res.stdout)
         for key in ("documents", "accuracy", "macro_f1", "confusion_matrix", "per_class"):
             assert streamed[key] == whole[key], key
+        kept.append((streamed["baseline"], streamed["seen_in_training"]))
+    assert kept[0][0]["documents"] == 120 and kept[0][1] is not None and kept.count(kept[0]) == len(kept)
 
 
 def test_explain_draws_the_documents_the_whole_corpus_did(run, documents, tmp_path):
@@ -187,3 +190,40 @@ def test_explain_draws_the_documents_the_whole_corpus_did(run, documents, tmp_pa
     assert res.exit_code == 0, res.output
     drawn = np.sort(np.random.default_rng(7).choice(len(whole), 5, replace=False))
     assert [item["id"] for item in json.loads(out.read_text())] == [whole.ids[i] for i in drawn]
+
+
+def test_a_multi_label_run_streams_to_the_scores_and_lines_read_whole(tmp_path):
+    """Chunks of documents with one label read bare, beside chunks with several: the model's label sets either way."""
+    import warnings
+
+    from test_multilabel import topic_documents
+
+    from docattn.classifier import DocumentClassifier
+    from docattn.cli.evaluate import prediction_lines
+    from docattn.training.trainer import evaluate_encoded
+
+    texts, labels = topic_documents(400)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        DocumentClassifier("logreg").fit(texts[:300], labels[:300], run_dir=tmp_path / "run")
+    clf = DocumentClassifier.load(tmp_path / "run")
+    lines = "".join(
+        " ".join(f"__label__{y}" for y in ys) + f" {text}\n" for text, ys in zip(texts[300:], labels[300:]) if ys
+    )
+    path = write(tmp_path / "topics.ft", lines)
+    whole = read_corpus(path)
+    assert whole.multi_label and any(len(y) == 1 for y in whole.labels)
+    expected = evaluate_encoded(clf, clf.encode(whole))
+    for chunk_size in CHUNK_SIZES:
+        args = ["evaluate", str(tmp_path / "run"), "--data", str(path), "--json", "--chunk-size", str(chunk_size)]
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 0, res.output
+        streamed = json.loads(res.stdout)
+        for key in ("documents", "micro_f1", "macro_f1", "accuracy", "hamming_loss", "per_class"):
+            assert streamed[key] == expected[key], (chunk_size, key)
+        res = CliRunner().invoke(app, ["predict", str(tmp_path / "run"), str(path), "--chunk-size", str(chunk_size)])
+        predicted = [json.loads(line) for line in res.stdout.splitlines()]
+        in_memory = [
+            json.loads(line) for line in prediction_lines(clf, whole.ids, clf.predict_proba(whole)).splitlines()
+        ]
+        assert [(p["id"], p["prediction"]) for p in predicted] == [(p["id"], p["prediction"]) for p in in_memory]
