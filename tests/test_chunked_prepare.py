@@ -127,3 +127,77 @@ def test_cache_files_are_what_np_save_writes(tmp_path):
         for array in ARRAYS:
             np.save(tmp_path / "expected.npy", getattr(enc, array))
             assert (folder / name / f"{array}.npy").read_bytes() == (tmp_path / "expected.npy").read_bytes()
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000])
+def test_streamed_files_give_the_arrays_of_a_whole_read(tmp_path, chunk):
+    """A CSV is read a chunk at a time (readers/stream.py); its integer labels become ints, as a whole read
+    makes them, only once every label has been seen."""
+    import csv
+
+    from docattn.data.chunked import FileChunks, input_chunks
+    from docattn.data.prepare import prepare_paths
+    from docattn.data.readers import read_corpus
+
+    corpus = _corpus()
+    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
+        rows = [(t, ["2", "10", "7"][i % 3]) for i, t in enumerate(corpus.texts)]
+        csv.writer(f).writerows([("text", "label"), *rows])
+    settings = DataSettings(min_count=2, prepare_chunk=chunk)
+    inputs, _ = input_chunks(tmp_path / "train.csv", None, None, {}, chunk)
+    assert isinstance(inputs["train"], FileChunks)
+    streamed = prepare_paths(tmp_path / "train.csv", settings=settings, use_cache=False)
+    assert streamed.labels.classes == [2, 7, 10]
+    whole = read_corpus(tmp_path / "train.csv")
+    assert streamed.info["skipped"] == {"train": whole.stats} and whole.stats["skipped_empty"] == 1
+    _same(one_shot(whole, settings=settings), streamed)
+
+
+def test_data_prepare_prints_and_writes_its_stats(tmp_path, monkeypatch):
+    import csv
+    import json
+
+    from typer.testing import CliRunner
+
+    from docattn.cli import app
+
+    monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
+    corpus = _corpus()
+    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("text", "label"), *zip(corpus.texts[1:], corpus.labels[1:])])
+    args = ["data", "prepare", str(tmp_path / "train.csv"), "--out-stats", str(tmp_path / "stats.json")]
+    res = CliRunner().invoke(app, [*args, "--set", "min_count=2", "--set", "prepare_chunk=9"])
+    assert res.exit_code == 0, res.output
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert sum(stats["documents"].values()) == len(corpus) - 2 and stats["prepare_chunk"] == 9  # one was empty
+    assert f"train: {stats['documents']['train']:,} documents" in res.output and stats["cache"] in res.output
+    assert not stats["reused"] and stats["peak_rss_mb"] > 0 and stats["vocabulary"] > 3
+    again = CliRunner().invoke(app, [*args, "--set", "min_count=2"])  # the chunk size is not in the cache key
+    assert again.exit_code == 0 and json.loads((tmp_path / "stats.json").read_text())["reused"]
+    (tmp_path / "mine.json").write_text('{"my": "notes"}')
+    refused = CliRunner().invoke(app, [*args[:-1], str(tmp_path / "mine.json")])
+    assert "is not a stats file docattn wrote" in str(refused.exception)  # the command line prints it as one line
+    assert (tmp_path / "mine.json").read_text() == '{"my": "notes"}'
+    typo = CliRunner().invoke(app, [*args, "--set", "min_cont=2"])
+    assert "did you mean 'min_count'" in str(typo.exception)
+
+
+def test_word2vec_reads_the_memory_mapped_cache_lazily_with_the_same_vectors(tmp_path):
+    import csv
+
+    from docattn.data.embeddings import _IdSentences, train_word2vec
+    from docattn.data.prepare import prepare_paths
+    from docattn.data.readers import read_corpus
+
+    corpus = _corpus()
+    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("text", "label"), *zip(corpus.texts, corpus.labels)])
+    settings = DataSettings(min_count=1, prepare_chunk=7)
+    cached = prepare_paths(tmp_path / "train.csv", settings=settings, cache_dir=tmp_path / "cache")
+    assert isinstance(cached.splits["train"].tokens, np.memmap)
+    vocab, _, splits, _ = one_shot(read_corpus(tmp_path / "train.csv"), settings=settings)
+    sentences = _IdSentences([cached.splits["train"]], len(vocab))
+    assert not isinstance(sentences, list) and iter(sentences) is not iter(sentences)  # a fresh pass each time
+    lazily = train_word2vec(cached.splits["train"], cached.vocab, dim=8, epochs=2, workers=1)
+    whole = train_word2vec(splits["train"], vocab, dim=8, epochs=2, workers=1)
+    assert lazily.tobytes() == whole.tobytes()

@@ -56,7 +56,6 @@ class LabelScan:
     labelled: bool = True
     classes: list | None = None
     source: str = ""
-    stats: dict = field(default_factory=dict)
 
     @property
     def multi_label(self) -> bool:
@@ -69,7 +68,6 @@ class LabelScan:
             from docattn.data.splits import label_set_strata
 
             return label_set_strata([self.rows[i] for i in documents])
-        # a label's type is part of its key, so 1 and True stay two strata, as their texts are
         by_text = np.unique(np.asarray([str(v) for v in self.values]), return_inverse=True)[1].reshape(-1)
         return by_text[self.codes[documents]]
 
@@ -81,32 +79,27 @@ class LabelScan:
 
 
 def scan_labels(source: ChunkSource) -> LabelScan:
-    """Pass 1: every label of an input, kept as one small integer per document."""
-    scan, seen, parts = LabelScan(), {}, []
+    """Pass 1: every label of an input, kept as one small integer per document (multi-label: a tuple)."""
+    scan, seen, segments = LabelScan(), {}, []
     for chunk in source():
         if not scan.documents:
             scan.source, scan.classes = chunk.source, chunk.classes
-        _merge_stats(scan.stats, chunk.stats)
         scan.documents += len(chunk)
         if chunk.labels is None:
             scan.labelled = False
         elif chunk.multi_label:
-            scan.rows = scan.rows if scan.rows is not None else []
-            scan.rows.extend(tuple(y) for y in chunk.labels)
-        else:
+            segments.append([tuple(y) for y in chunk.labels])
+        else:  # a label's type is part of its key, so 1 and True stay two strata, as their texts are
             keys = [(type(y), y) for y in chunk.labels]
-            parts.append(np.fromiter((seen.setdefault(k, len(seen)) for k in keys), np.int64, len(keys)))
+            segments.append(np.fromiter((seen.setdefault(k, len(seen)) for k in keys), np.int64, len(keys)))
     scan.values = [y for _, y in seen]
-    scan.codes = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    if any(isinstance(part, list) for part in segments):  # chunks read before a label set showed up: sets of one
+        scan.rows = [row for p in segments for row in (p if isinstance(p, list) else ((scan.values[c],) for c in p))]
+    else:
+        scan.codes = np.concatenate(segments) if segments else np.zeros(0, dtype=np.int64)
+    if hasattr(source, "settle"):
+        source.settle(scan)
     return scan
-
-
-def _merge_stats(total: dict, more: dict) -> None:
-    for key, value in more.items():  # counts add up; a first example ("first_cut_document") stays the first
-        if isinstance(value, int) and isinstance(total.get(key, 0), int):
-            total[key] = total.get(key, 0) + value
-        else:
-            total.setdefault(key, value)
 
 
 def draw_parts(scan: LabelScan, settings, has_valid: bool) -> np.ndarray:
@@ -206,16 +199,16 @@ class SplitWriter:
         self.sentences += len(sentence_offsets) - 1
         self.documents += len(document_offsets) - 1
 
-    def close(self) -> EncodedCorpus:
+    def close(self) -> EncodedCorpus | None:
+        """The split's arrays in memory; None when they went to files (loading them is the caller's choice)."""
         arrays = {name: a.close() for name, a in self.arrays.items()}
-        if self.folder is not None:
-            return EncodedCorpus.load(self.folder, mmap=True)
-        return EncodedCorpus(**arrays)
+        return EncodedCorpus(**arrays) if self.folder is None else None
 
 
 # --------------------------------------------------------------------------- worker processes
 
 
+_ENCODE_BATCH = 1000  # documents the tokenizer encodes at once
 _VOCABULARIES: dict[str, Vocabulary] = {}  # per process: the vocabulary each worker loaded once
 
 
@@ -227,7 +220,11 @@ def _process_chunk(job: tuple):
         return strings
     if vocabulary not in _VOCABULARIES:
         _VOCABULARIES[vocabulary] = Vocabulary.load(vocabulary)
-    return encode_ids(_VOCABULARIES[vocabulary].encode_strings(strings))
+    vocab, parts = _VOCABULARIES[vocabulary], SplitWriter(None, None)
+    for start in range(0, len(strings), _ENCODE_BATCH):  # the tokenizer's encodings take ~100 bytes a token
+        parts.add(encode_ids(vocab.encode_strings(strings[start : start + _ENCODE_BATCH])), np.zeros(0))
+    encoded = parts.close()
+    return encoded.tokens, encoded.sentence_offsets, encoded.document_offsets
 
 
 class ChunkPool:
@@ -288,7 +285,7 @@ def prepare_chunked(
     inputs: dict[str, ChunkSource], settings, folder: Path | None = None
 ) -> tuple[Vocabulary, LabelMap, dict[str, EncodedCorpus], dict]:
     """(vocabulary, label map, encoded splits, info) of the inputs "train" and optionally "valid" and "test";
-    with ``folder`` the splits' arrays are written there (and returned memory-mapped), else kept in memory."""
+    with ``folder`` the splits' arrays are written there (and the splits returned are None), else kept in memory."""
     t0 = time.perf_counter()
     scan = scan_labels(inputs["train"])
     if scan.documents == 0:
@@ -316,7 +313,7 @@ def prepare_chunked(
             raise DataError(f"{_source_name(inputs.get(name, inputs['train'])) or 'input'}: no documents to encode")
     splits = {name: writer.close() for name, writer in writers.items()}
     info = {
-        "documents": {k: len(v) for k, v in splits.items()},
+        "documents": {name: writer.documents for name, writer in writers.items()},
         "vocab_size": len(vocab),
         "seconds": round(time.perf_counter() - t0, 2),
         **dropped,
@@ -404,9 +401,65 @@ class _shared_vocabulary:  # noqa: N801 (a context manager used as a function)
 
 def input_chunks(train_path, valid_path, test_path, reader_options: dict | None, size: int):
     """({"train": source, ...}, skipped): chunk sources of the inputs ``read_inputs`` reads, and a function
-    giving each split's reader counts (skipped empty documents...) once the sources have been read."""
+    giving each split's reader counts (skipped empty documents...) once the sources have been read.
+    One-split files are streamed; folders, archives and stdin are read whole, then cut into chunks."""
     from docattn.data.prepare import read_inputs
 
+    options = dict(reader_options or {})
+    paths = {"train": train_path, "valid": valid_path, "test": test_path}
+    if all(p is None or _streamable(p, options) for p in paths.values()):
+        files = {name: FileChunks(p, size, options) for name, p in paths.items() if p is not None}
+        return files, lambda: {name: f.stats for name, f in files.items() if f.stats}
     corpora = read_inputs(train_path, valid_path, test_path, reader_options)
     sources = {name: corpus_chunks(corpus, size) for name, corpus in corpora.items()}
     return sources, lambda: {k: c.stats for k, c in corpora.items() if c.stats}
+
+
+_STREAMED = ("csv", "tsv", "jsonl", "zhang", "tang", "fasttext", "lines")  # formats of one-split files
+
+
+def _streamable(path, options: dict) -> bool:
+    from docattn.data.readers import detect_format
+    from docattn.data.readers.detection import _is_archive
+
+    path = Path(path)
+    if str(path) == "-" or not path.is_file() or _is_archive(path):
+        return False  # stdin cannot be read twice; archives and folders may hold several splits
+    return (options.get("format") or detect_format(path)) in _STREAMED
+
+
+class FileChunks:
+    """A one-split file as a chunk source, read afresh a chunk at a time on every pass (readers/stream.py);
+    once the first pass has seen every label, later passes give the labels a whole read would (ints...)."""
+
+    def __init__(self, path, size: int, options: dict):
+        self.path, self.size, self.options = path, size, options
+        self.stats, self.relabel, self.whole = {}, None, None
+
+    def __call__(self) -> Iterator[Corpus]:
+        from docattn.data.readers.stream import iter_chunks
+
+        with iter_chunks(self.path, self.size, **self.options) as chunks:
+            for chunk in chunks:
+                if self.relabel is not None and chunk.labels is not None:
+                    chunk.labels = self.relabel(chunk.labels)
+                yield chunk
+            self.whole, self.stats = chunks, chunks.stats
+
+    def settle(self, scan: LabelScan) -> None:
+        """What only the whole read knows: the classes, and whether labels that are all integers become ints."""
+        from docattn.data.readers.stream import integer_labels
+
+        scan.classes = self.whole.classes
+        if not self.whole.integer_labels or not scan.labelled:
+            return
+        flat = list(dict.fromkeys(y for row in scan.rows for y in row)) if scan.multi_label else scan.values
+        converted = integer_labels(flat)
+        if converted is flat:
+            return
+        to = dict(zip(flat, converted))
+        self.relabel = lambda labels: [tuple(to[x] for x in y) if isinstance(y, tuple) else to[y] for y in labels]
+        if scan.multi_label:
+            scan.rows = self.relabel(scan.rows)
+        else:
+            scan.values = self.relabel(scan.values)

@@ -87,14 +87,15 @@ class EncodedCorpus:
             np.save(folder / f"{name}.npy", getattr(self, name))
 
     @classmethod
-    def load(cls, folder: str | Path, mmap: bool = True) -> EncodedCorpus:
+    def load(cls, folder: str | Path, mmap: bool = True, check: bool = True) -> EncodedCorpus:
+        """The arrays ``save`` wrote; ``check``: refuse ones that do not agree (reads every token once)."""
         folder = Path(folder)
         try:
             arrays = {n: np.load(folder / f"{n}.npy", mmap_mode="r" if mmap else None) for n in ARRAYS}
         except (FileNotFoundError, ValueError, OSError) as err:
             raise DataError(f"{folder}: encoded corpus is missing or corrupt ({err})") from None
         enc = cls(**arrays)
-        problem = enc.problem()
+        problem = enc.problem() if check else None
         if problem:
             raise DataError(f"{folder}: encoded corpus is corrupt ({problem})")
         return enc

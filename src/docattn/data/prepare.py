@@ -166,8 +166,12 @@ def prepare_paths(
         "settings": settings.encoding_key(),
     }
 
+    built = []  # whether this call encoded the data, or found it cached
+
     def build(folder: Path) -> None:
         from docattn.data.chunked import input_chunks, prepare_chunked
+
+        built.append(folder)
 
         inputs, skipped = input_chunks(train_path, valid_path, test_path, reader_options, settings.prepare_chunk)
         vocab, labels, _, info = prepare_chunked(inputs, settings, folder)  # the splits' arrays go to folder
@@ -181,7 +185,8 @@ def prepare_paths(
         try:
             folder = cached(key, build, cache_dir)
             try:
-                data = _load_prepared(folder, mmap=True)
+                # an entry this call wrote is not read through again: at 1M documents that alone maps ~1 GB
+                data = _load_prepared(folder, mmap=True, check=not built)
             except (
                 DocattnError,
                 ValueError,
@@ -191,6 +196,7 @@ def prepare_paths(
                 shutil.rmtree(folder, ignore_errors=True)
                 data = _load_prepared(cached(key, build, cache_dir), mmap=True)
             data.info["inputs"] = key_parts["inputs"]  # content hashes: what tune --resume compares
+            data.info["reused"] = not built
             return data
         except PermissionError as err:  # a read-only cache folder: work without it, and say so
             unwritable = f"{err.filename or cache_dir}: not writable"
@@ -208,13 +214,13 @@ def prepare_paths(
     return data
 
 
-def _load_prepared(folder: Path, mmap: bool) -> PreparedData:
+def _load_prepared(folder: Path, mmap: bool, check: bool = True) -> PreparedData:
     vocab = Vocabulary.load(folder / "vocab.json")
     labels = LabelMap.from_json(json.loads((folder / "labels.json").read_text(encoding="utf-8")))
     info = json.loads((folder / "info.json").read_text(encoding="utf-8"))
-    splits = {p.name: EncodedCorpus.load(p, mmap=mmap) for p in sorted(folder.iterdir()) if p.is_dir()}
+    splits = {p.name: EncodedCorpus.load(p, mmap=mmap, check=check) for p in sorted(folder.iterdir()) if p.is_dir()}
     for name, enc in splits.items():  # a damaged or tampered entry is rebuilt (prepare_paths), never trained on
-        problem = enc.problem(len(vocab), len(labels))
+        problem = enc.problem(len(vocab), len(labels)) if check else None
         if problem:
             raise DataError(f"{folder / name}: encoded corpus is corrupt ({problem})")
     info["cache"] = str(folder)
