@@ -46,6 +46,7 @@ __all__ = ["DEFAULT_CHUNK", "Chunks", "integer_labels", "iter_chunks", "pick"]
 
 DEFAULT_CHUNK = 4096  # documents per chunk: length buckets within it batch about as well as over a whole corpus
 _QUEUED = 2  # chunks waiting for the caller: the reader reads ahead, never far
+_PAUSE = 0.05  # seconds a pipe's writer is silent before the documents read so far go out
 
 
 def iter_chunks(
@@ -283,8 +284,9 @@ class _StallingInput(io.RawIOBase):
         return True
 
     def readinto(self, b) -> int:
+        # a writer quiet for _PAUSE has paused; a shorter gap (a busy writer descheduled) would make tiny chunks
         try:
-            ready = select.select([self.fd], [], [], 0)[0]
+            ready = select.select([self.fd], [], [], _PAUSE)[0]
         except (OSError, ValueError):
             ready = True
         if not ready:
