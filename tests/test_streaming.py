@@ -3,6 +3,7 @@ what the in-memory path gave; predict answers a pipe before it is closed; bad in
 
 from __future__ import annotations
 
+import gc
 import json
 import selectors
 import subprocess
@@ -82,6 +83,13 @@ def test_stopping_early_stops_the_reader(tmp_path):
     with iter_chunks(path, 1) as chunks:
         first = next(chunks)
     assert first.ids == ["1"] and not chunks._thread.is_alive()
+    dropped = iter_chunks(path, 1)
+    next(dropped)
+    thread = dropped._thread
+    del dropped  # never closed: collecting it stops the reader, which holds no reference to it
+    gc.collect()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
 
 
 def test_bad_input_mid_stream_is_raised_where_it_is_reached(tmp_path):

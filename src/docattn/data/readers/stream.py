@@ -36,7 +36,7 @@ import stat
 import sys
 import threading
 from collections.abc import Hashable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from docattn.data.corpus import Corpus
 from docattn.data.readers import base
@@ -44,7 +44,8 @@ from docattn.data.readers.base import STDIN, _integer_labels
 
 __all__ = ["DEFAULT_CHUNK", "Chunks", "integer_labels", "iter_chunks", "pick"]
 
-DEFAULT_CHUNK = 4096  # documents per chunk: length buckets within it batch about as well as over a whole corpus
+# documents per chunk: length buckets within it batch as well as over a whole corpus (benchmarks/predict_stream.py)
+DEFAULT_CHUNK = 4096
 _QUEUED = 2  # chunks waiting for the caller: the reader reads ahead, never far
 _PAUSE = 0.05  # seconds a pipe's writer is silent before the documents read so far go out
 
@@ -126,7 +127,10 @@ def _label_values(labels: list[Hashable] | None) -> set:
     """Every label value once (a document's tuple of labels gives each): enough to settle integer labels."""
     values: set = set()
     for y in labels or ():
-        values.update(y) if isinstance(y, tuple) else values.add(y)
+        if isinstance(y, tuple):
+            values.update(y)
+        else:
+            values.add(y)
     return values
 
 
@@ -168,33 +172,34 @@ class Chunks(Iterator[Corpus]):
         self.multi_label = bool(options.get("multi_label"))
         self.integer_labels = False
         self.documents = 0
-        self._queue: queue.Queue = queue.Queue(_QUEUED)
-        self._stop = threading.Event()
         self._done = False
-        args = (path, chunk_size, split, format, options)
-        self._thread = threading.Thread(target=self._read, args=args, name="docattn-reader", daemon=True)
+        # the thread holds the hand-over, never this object, so an iterator dropped unclosed is collected (__del__)
+        self._handover = _Handover()
+        args = (self._handover, path, chunk_size, split, format, options)
+        self._thread = threading.Thread(target=_read, args=args, name="docattn-reader", daemon=True)
         self._thread.start()
 
     def __next__(self) -> Corpus:
         if self._done:
             raise StopIteration
-        item = self._queue.get()
+        item = self._handover.queue.get()
         if isinstance(item, Corpus):
             self.documents += len(item)
             return item
         self._done = True
         self._thread.join()
-        if isinstance(item, BaseException):
-            raise item
-        raise StopIteration
+        if isinstance(item, _Last):
+            self.stats, self.classes, self.multi_label, self.integer_labels = item
+            raise StopIteration
+        raise item
 
     def close(self) -> None:
         """Stop the reader, if it is still reading (a reader waiting on stdin stops when stdin gives or ends)."""
         self._done = True
-        self._stop.set()
+        self._handover.stop.set()
         while True:  # make room, so a reader waiting to hand a chunk over sees the stop
             try:
-                self._queue.get_nowait()
+                self._handover.queue.get_nowait()
             except queue.Empty:
                 break
         self._thread.join(timeout=1.0)
@@ -206,41 +211,60 @@ class Chunks(Iterator[Corpus]):
         self.close()
 
     def __del__(self) -> None:
-        self._stop.set()
+        self._handover.stop.set()
 
-    def _read(self, path, chunk_size: int, split, format: str | None, options: dict[str, Any]) -> None:
-        from docattn.data.readers import _finish, _read
 
-        prefer = split if isinstance(split, tuple) else ()
-        stream = base._Stream(lambda chunk: self._put(_finish({"": chunk}, options)[""]), chunk_size, prefer)
-        base._streaming.current = stream
-        try:
-            with _stalls_handed_off(path, stream):
-                one = None if prefer else split
-                last = next(iter(_read(path, format, options, split=one, single=not prefer).values()))
-            last = _finish({"": last}, options)[""]
-            self.stats, self.classes, self.multi_label = last.stats, last.classes, last.multi_label
-            self.integer_labels = stream.integer_labels
-            if len(last):
-                last.stats = dict(last.stats)
-                self._put(last)
-            self._put(StopIteration())
-        except _Stopped:
-            pass
-        except Exception as error:  # the caller raises it, as if it had read the input itself
-            with contextlib.suppress(_Stopped):
-                self._put(error)
-        finally:
-            base._streaming.current = None
+class _Last(NamedTuple):
+    """What the reader settles once it has read everything, sent after the last chunk."""
 
-    def _put(self, item: Any) -> None:
-        while not self._stop.is_set():
+    stats: dict[str, Any]
+    classes: list[Hashable] | None
+    multi_label: bool
+    integer_labels: bool
+
+
+class _Handover:
+    """The reader thread's side: a short queue of chunks (then a _Last or an error), and the caller's stop."""
+
+    def __init__(self):
+        self.queue: queue.Queue = queue.Queue(_QUEUED)
+        self.stop = threading.Event()
+
+    def put(self, item: Any) -> None:
+        while not self.stop.is_set():
             try:
-                self._queue.put(item, timeout=0.1)
+                self.queue.put(item, timeout=0.1)
                 return
             except queue.Full:
                 continue
         raise _Stopped
+
+
+def _read(handover: _Handover, path, chunk_size: int, split, format: str | None, options: dict[str, Any]) -> None:
+    """The reader of ``path``, run in its own thread, handing chunks over as :class:`base._Documents` fills them."""
+    from docattn.data.readers import _finish
+    from docattn.data.readers import _read as read_splits
+
+    prefer = split if isinstance(split, tuple) else ()
+    stream = base._Stream(lambda chunk: handover.put(_finish({"": chunk}, options)[""]), chunk_size, prefer)
+    base._streaming.current = stream
+    try:
+        with _stalls_handed_off(path, stream):
+            one = None if prefer else split
+            last = next(iter(read_splits(path, format, options, split=one, single=not prefer).values()))
+        last = _finish({"": last}, options)[""]
+        settled = _Last(last.stats, last.classes, last.multi_label, stream.integer_labels)
+        if len(last):
+            last.stats = dict(last.stats)
+            handover.put(last)
+        handover.put(settled)
+    except _Stopped:
+        pass
+    except Exception as error:  # the caller raises it, as if it had read the input itself
+        with contextlib.suppress(_Stopped):
+            handover.put(error)
+    finally:
+        base._streaming.current = None
 
 
 class _Stopped(BaseException):
