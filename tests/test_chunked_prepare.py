@@ -231,3 +231,21 @@ def test_peak_memory_follows_the_chunk_not_the_corpus(tmp_path):
         peaks[n] = int(out.stdout.split()[-1]) / 1024  # MB
     # measured: 65 -> 67 MB; the one-shot code, which held every document's ids as Python lists, 82 -> 250 MB
     assert peaks[10_000] - peaks[1_000] < 40, peaks
+
+
+def test_a_streamed_file_whose_label_sets_start_late(tmp_path):
+    """Chunks read before the first list of labels hold single labels; the whole read is multi-label."""
+    import json
+
+    from docattn.data.prepare import prepare_paths
+    from docattn.data.readers import read_corpus
+
+    corpus = _corpus()
+    with open(tmp_path / "train.jsonl", "w", encoding="utf-8") as f:
+        for i, text in enumerate(corpus.texts):
+            label = corpus.labels[i] if i < 40 else [corpus.labels[i], f"x{i % 3}"]
+            f.write(json.dumps({"text": text, "label": label}) + "\n")
+    settings = DataSettings(min_count=1, prepare_chunk=7)
+    streamed = prepare_paths(tmp_path / "train.jsonl", settings=settings, use_cache=False)
+    assert streamed.labels.multi_label
+    _same(one_shot(read_corpus(tmp_path / "train.jsonl"), settings=settings), streamed)
