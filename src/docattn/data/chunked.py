@@ -27,7 +27,7 @@ import numpy as np
 from docattn.data.corpus import Corpus, LabelMap
 from docattn.data.encoding import EncodedCorpus, encode_ids
 from docattn.data.text import TextConfig, Vocabulary, documents_to_strings
-from docattn.errors import DataError
+from docattn.errors import DataError, DocattnError
 
 ChunkSource = Callable[[], Iterator[Corpus]]  # a fresh pass over one input's documents, chunk by chunk
 TRAIN, VALID, TEST = 0, 1, 2
@@ -231,8 +231,8 @@ class ChunkPool:
     """``_process_chunk`` over jobs in ``workers`` processes (or in this one), results in job order, with at
     most two jobs per worker waiting, so a long input is never read ahead into memory."""
 
-    def __init__(self, workers: int = 1):
-        self.workers, self.executor = max(int(workers), 1), None
+    def __init__(self, workers: int = 1, chunk: int = 0):
+        self.workers, self.chunk, self.executor = max(int(workers), 1), chunk, None
         if self.workers > 1:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
@@ -247,15 +247,23 @@ class ChunkPool:
             for tag, job in tagged_jobs:
                 yield tag, _process_chunk(job)
             return
+        from concurrent.futures.process import BrokenProcessPool
+
         waiting: deque = deque()
-        for tag, job in tagged_jobs:
-            waiting.append((tag, self.executor.submit(_process_chunk, job)))
-            if len(waiting) >= 2 * self.workers:
+        try:
+            for tag, job in tagged_jobs:
+                waiting.append((tag, self.executor.submit(_process_chunk, job)))
+                if len(waiting) >= 2 * self.workers:
+                    tag, future = waiting.popleft()
+                    yield tag, future.result()
+            while waiting:
                 tag, future = waiting.popleft()
                 yield tag, future.result()
-        while waiting:
-            tag, future = waiting.popleft()
-            yield tag, future.result()
+        except BrokenProcessPool:  # killed by the system (out of memory, most often): one line, not a traceback
+            raise DocattnError(
+                f"a preparation worker process died; try a smaller prepare_chunk (now {self.chunk}) or "
+                "prepare_workers=1"
+            ) from None
 
     def close(self) -> None:
         if self.executor is not None:
@@ -303,7 +311,7 @@ def prepare_chunked(
     training = np.flatnonzero(parts == TRAIN)
     label_map = LabelMap.from_labels(scan.labels_of(training), scan.classes, scan.multi_label)
     names = ["train", "valid"] + (["test"] if "test" in inputs or (parts == TEST).any() else [])
-    with ChunkPool(settings.prepare_workers) as pool:
+    with ChunkPool(settings.prepare_workers, settings.prepare_chunk) as pool:
         vocab = count_vocabulary(inputs["train"], parts, settings.text, settings, pool)
         width = len(label_map) if label_map.multi_label else None
         writers = {name: SplitWriter(folder / name if folder is not None else None, width) for name in names}
