@@ -3,11 +3,12 @@ replaced (the whole input read, then predicted, then written): throughput and pe
 
     OMP_NUM_THREADS=1 python benchmarks/predict_stream.py [--data ../shared/data/imdb/aclImdb.tar.gz]
         [--sizes 25000,100000] [--chunk-size 4096] [--paths in_memory,streamed]
-        [--work /tmp/docattn-predict-stream] [--name result]
+        [--work /tmp/docattn-predict-stream] [--name result] [--repeats 1]
 
 Trains a tiny HAN once (1 epoch on 3,000 training reviews, random embeddings), writes N reviews one per line
 (the archive's 50,000 labelled reviews in archive order, repeated past that), then runs each path on each N as
-a child process, one thread, interleaved, and reads the child's peak RSS from ``os.wait4``. The in-memory path
+a child process, one thread, interleaved, and reads the child's peak RSS from ``os.wait4``; ``streamed_pipe``
+is the streamed path reading the reviews from a pipe (``cat``) on stdin. The in-memory path
 is the body of ``predict`` before streaming (commit e9fe2d6), run from this file. Both outputs are compared:
 the same ids and predictions, probabilities within a rounding step. Writes
 benchmarks/results/predict_stream/NAME.json.
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -73,13 +75,20 @@ def _child(path: str, run: Path, data: Path, out: Path, chunk_size: int) -> dict
     """One ``predict`` in a child process: wall seconds, peak RSS (MiB) and exit status."""
     if path == "in_memory":
         command = [sys.executable, "-c", IN_MEMORY, str(run), str(data)]
-    else:
-        command = [sys.executable, "-m", "docattn.cli", "predict", str(run), str(data), "--chunk-size", str(chunk_size)]
+    else:  # streamed_pipe: the reviews through a pipe (cat), read as stdin is, pausing writer and all
+        source = "-" if path == "streamed_pipe" else str(data)
+        command = [sys.executable, "-m", "docattn.cli", "predict", str(run), source, "--chunk-size", str(chunk_size)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     start = time.perf_counter()
     with open(out, "wb") as stdout:
-        child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, env=env)
+        cat = subprocess.Popen(["cat", str(data)], stdout=subprocess.PIPE) if path == "streamed_pipe" else None
+        stdin = cat.stdout if cat else subprocess.DEVNULL
+        child = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, env=env)
+        if cat:
+            cat.stdout.close()  # the child holds the pipe now
         _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not the largest of all children
+        if cat:
+            cat.wait()
     seconds = time.perf_counter() - start
     child.returncode = os.waitstatus_to_exitcode(status)
     error = child.stderr.read().decode()[-2000:]
@@ -104,6 +113,38 @@ def _compare(a: Path, b: Path) -> dict:
     return {"lines": lines, "same_ids_and_predictions": same, "max_probability_difference": worst}
 
 
+def _size(n: int, args, reviews: list, run: Path) -> dict:
+    """Every path on ``n`` reviews, ``args.repeats`` times interleaved (load on the machine falls on all alike)."""
+    data = args.work / f"reviews_{n}.txt"
+    with open(data, "w", encoding="utf-8") as f:
+        f.writelines(reviews[i % len(reviews)][0] + "\n" for i in range(n))
+    row: dict = {"documents": n, "megabytes": round(data.stat().st_size / 2**20, 1)}
+    paths = args.paths.split(",")
+    runs: dict[str, list[dict]] = {path: [] for path in paths}
+    for _ in range(args.repeats):
+        for path in paths:
+            runs[path].append(_child(path, run, data, args.work / f"{path}_{n}.jsonl", args.chunk_size))
+            print(json.dumps({"documents": n, path: runs[path][-1]}), flush=True)
+    for path, measured in runs.items():
+        seconds = [m["seconds"] for m in measured]
+        row[path] = {
+            "seconds": seconds,
+            "peak_rss_mib": max(m["peak_rss_mib"] for m in measured),
+            "exit": max(m["exit"] for m in measured),
+            "docs_per_s": round(n / statistics.median(seconds)),
+            "stderr": [m["stderr"] for m in measured if "stderr" in m],
+        }
+    whole = args.work / f"in_memory_{n}.jsonl"
+    if "in_memory" in row and row["in_memory"]["exit"] == 0:
+        for path in (p for p in paths if p != "in_memory" and row[p]["exit"] == 0):
+            row[f"{path}_agreement"] = _compare(whole, args.work / f"{path}_{n}.jsonl")
+            row[f"{path}_over_in_memory_throughput"] = round(
+                row[path]["docs_per_s"] / row["in_memory"]["docs_per_s"], 3
+            )
+    data.unlink()
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=str(SHARED_DATA / "imdb" / "aclImdb.tar.gz"))
@@ -112,29 +153,14 @@ def main() -> None:
     ap.add_argument("--paths", default="in_memory,streamed")
     ap.add_argument("--work", type=Path, default=Path("/tmp/docattn-predict-stream"))
     ap.add_argument("--name", default="result", help="results/predict_stream/NAME.json")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each path, interleaved; the median counts")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     reviews = _reviews(Path(args.data))
     run = args.work / "run"
     if not (run / "model.safetensors").is_file():
         _train(reviews, run)
-    results = []
-    for n in (int(s) for s in args.sizes.split(",")):
-        data = args.work / f"reviews_{n}.txt"
-        with open(data, "w", encoding="utf-8") as f:
-            f.writelines(reviews[i % len(reviews)][0] + "\n" for i in range(n))
-        row: dict = {"documents": n, "megabytes": round(data.stat().st_size / 2**20, 1)}
-        for path in args.paths.split(","):
-            measured = _child(path, run, data, args.work / f"{path}_{n}.jsonl", args.chunk_size)
-            row[path] = {**measured, "docs_per_s": round(n / measured["seconds"])}
-            print(json.dumps({"documents": n, path: row[path]}), flush=True)
-        if {"in_memory", "streamed"} <= set(row) and row["in_memory"]["exit"] == row["streamed"]["exit"] == 0:
-            row["agreement"] = _compare(args.work / f"in_memory_{n}.jsonl", args.work / f"streamed_{n}.jsonl")
-            row["streamed_over_in_memory_throughput"] = round(
-                row["streamed"]["docs_per_s"] / row["in_memory"]["docs_per_s"], 3
-            )
-        results.append(row)
-        data.unlink()
+    results = [_size(n, args, reviews, run) for n in (int(s) for s in args.sizes.split(","))]
     doc = {
         "benchmark": "predict_stream",
         "command": "OMP_NUM_THREADS=1 python " + " ".join(sys.argv),
@@ -142,6 +168,7 @@ def main() -> None:
         "machine": machine(),
         "model": "han, 1 epoch on 3,000 IMDB training reviews, embedding 32, hidden 16, context 16",
         "chunk_size": args.chunk_size,
+        "repeats": args.repeats,
         "results": results,
     }
     out = RESULTS / "predict_stream" / f"{args.name}.json"
