@@ -82,6 +82,7 @@ def test_stopping_early_stops_the_reader(tmp_path):
     path = write(tmp_path / "many.txt", "".join(f"document {i}\n" for i in range(5000)))
     with iter_chunks(path, 1) as chunks:
         first = next(chunks)
+    chunks._thread.join(timeout=5)  # close() waits a second; a loaded machine may take longer
     assert first.ids == ["1"] and not chunks._thread.is_alive()
     dropped = iter_chunks(path, 1)
     next(dropped)
