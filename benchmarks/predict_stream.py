@@ -3,7 +3,7 @@ replaced (the whole input read, then predicted, then written): throughput and pe
 
     OMP_NUM_THREADS=1 python benchmarks/predict_stream.py [--data ../shared/data/imdb/aclImdb.tar.gz]
         [--sizes 25000,100000] [--chunk-size 4096] [--paths in_memory,streamed]
-        [--work /tmp/docattn-predict-stream] [--name result] [--repeats 1]
+        [--work /tmp/docattn-predict-stream] [--name result] [--repeats 1] [--model han]
 
 Trains a tiny HAN once (1 epoch on 3,000 training reviews, random embeddings), writes N reviews one per line
 (the archive's 50,000 labelled reviews in archive order, repeated past that), then runs each path on each N as
@@ -58,7 +58,7 @@ def _reviews(archive: Path) -> list[tuple[str, str, str]]:
     return docs
 
 
-def _train(reviews: list[tuple[str, str, str]], run: Path) -> None:
+def _train(reviews: list[tuple[str, str, str]], run: Path, model: str) -> None:
     import torch
 
     from docattn.classifier import DocumentClassifier
@@ -68,7 +68,7 @@ def _train(reviews: list[tuple[str, str, str]], run: Path) -> None:
     random.Random(0).shuffle(train)
     texts, labels = zip(*train[:3000])
     options = dict(max_epochs=1, embeddings="random", embedding_dim=32, hidden_size=16, context_dim=16, progress=False)
-    DocumentClassifier("han", **options).fit(list(texts), list(labels), run_dir=run)
+    DocumentClassifier(model, **(options if model == "han" else {})).fit(list(texts), list(labels), run_dir=run)
 
 
 def _child(path: str, run: Path, data: Path, out: Path, chunk_size: int) -> dict:
@@ -154,19 +154,21 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/docattn-predict-stream"))
     ap.add_argument("--name", default="result", help="results/predict_stream/NAME.json")
     ap.add_argument("--repeats", type=int, default=1, help="runs of each path, interleaved; the median counts")
+    ap.add_argument("--model", default="han", help="han, or a cheap one (nb) to time the reading at 1M documents")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     reviews = _reviews(Path(args.data))
-    run = args.work / "run"
+    run = args.work / ("run" if args.model == "han" else f"run_{args.model}")
     if not (run / "model.safetensors").is_file():
-        _train(reviews, run)
+        _train(reviews, run, args.model)
     results = [_size(n, args, reviews, run) for n in (int(s) for s in args.sizes.split(","))]
     doc = {
         "benchmark": "predict_stream",
         "command": "OMP_NUM_THREADS=1 python " + " ".join(sys.argv),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": machine(),
-        "model": "han, 1 epoch on 3,000 IMDB training reviews, embedding 32, hidden 16, context 16",
+        "model": f"{args.model}, on 3,000 IMDB training reviews"
+        + (" for 1 epoch, random embeddings, embedding 32, hidden 16, context 16" if args.model == "han" else ""),
         "chunk_size": args.chunk_size,
         "repeats": args.repeats,
         "results": results,
