@@ -87,10 +87,17 @@ def data_stats(
 @reads_documents(split=False)
 def data_prepare(
     data: str = typer.Argument(..., help="A file, folder, archive or registered data set name (the training data)."),
-    valid: Annotated[str | None, typer.Option("--valid", help="Validation documents.")] = None,
-    test: Annotated[str | None, typer.Option("--test", help="Test documents.")] = None,
+    valid: Annotated[
+        str | None,
+        typer.Option("--valid", help="Validation documents.", show_default="valid_fraction of the training data"),
+    ] = None,
+    test: Annotated[
+        str | None,
+        typer.Option("--test", help="Test documents.", show_default="the data's own test split, if any"),
+    ] = None,
     out_stats: Annotated[
-        Path | None, typer.Option("--out-stats", help="Also write the numbers printed as JSON to this file.")
+        Path | None,
+        typer.Option("--out-stats", help="Also write the numbers printed as JSON to this file.", show_default="none"),
     ] = None,
     sets: Annotated[list[str], typer.Option("--set", help="A data or text option, KEY=VALUE (repeatable).")] = [],  # noqa: B006
     reader: Reader = Reader(),
