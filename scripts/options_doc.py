@@ -69,6 +69,7 @@ TRAINING_GROUPS = {
         "loader_workers",
         "progress",
         "progress_lines",
+        "logger",
     ),
 }
 

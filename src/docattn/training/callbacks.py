@@ -28,13 +28,15 @@ class BestValidation:
     val_loss: float
     epoch: int
     step: int
+    val_micro_f1: float = float("nan")  # what multi-label runs choose by; checkpoints before it lack it
 
     @classmethod
     def from_metrics(cls, metrics: dict) -> BestValidation | None:
         """From ``BestWeights.best_metrics`` (a dict, as resume checkpoints keep it); None before any validation."""
         if not metrics:
             return None
-        return cls(**{name: metrics[name] for name in cls.__dataclass_fields__})
+        fields = cls.__dataclass_fields__
+        return cls(**{name: metrics[name] for name in fields if name in metrics or name != "val_micro_f1"})
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,8 @@ class BestWeights(Callback):
             model = self.validated_model(pl_module)
             self.best_score = score
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-            self.best_metrics = {k: float(trainer.callback_metrics[k]) for k in ("val_acc", "val_macro_f1", "val_loss")}
+            keys = ("val_acc", "val_macro_f1", "val_micro_f1", "val_loss")
+            self.best_metrics = {k: float(trainer.callback_metrics[k]) for k in keys}
             self.best_metrics.update(epoch=trainer.current_epoch, step=trainer.global_step)
             if self.on_best is not None and trainer.is_global_zero:
                 self.on_best(model, self.best_metrics)
@@ -216,6 +219,7 @@ class MetricsLog(Callback):
         "val_loss",
         "val_acc",
         "val_macro_f1",
+        "val_micro_f1",
         "train_docs_per_s",
         "elapsed_s",
         "lr",
@@ -311,6 +315,7 @@ class MetricsLog(Callback):
             "val_loss": float(m["val_loss"]),
             "val_acc": float(m["val_acc"]),
             "val_macro_f1": float(m["val_macro_f1"]),
+            "val_micro_f1": float(m["val_micro_f1"]),  # multi-label runs choose their best weights by it
             "train_docs_per_s": self.docs / max(self.busy, 1e-9),
             "elapsed_s": time.perf_counter() - self._t0,
             "lr": self._lr,

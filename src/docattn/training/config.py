@@ -52,8 +52,8 @@ class TrainConfig:
     ema_decay: float | None = None
     val_every_n_steps: int | None = None  # None: validate after each epoch (or val_per_epoch times)
     val_per_epoch: int = 1  # validations per epoch when val_every_n_steps is None: finer best-checkpoint choice
-    # "val_acc", "val_macro_f1" or "val_loss"; None: macro-F1 where class_weight resolves to weights
-    # (imbalanced data), accuracy elsewhere
+    # "val_acc", "val_macro_f1", "val_micro_f1" or "val_loss"; None: micro-F1 for multi-label data, macro-F1
+    # where class_weight resolves to weights (imbalanced data), accuracy elsewhere
     monitor: str | None = None
     # early stopping after this many validations without improvement; 0: never; None: 3 epochs' worth under auto
     # when max_epochs is left to it, else never
