@@ -205,13 +205,15 @@ def test_a_multi_label_run_streams_to_the_scores_and_lines_read_whole(tmp_path):
     """Chunks of documents with one label read bare, beside chunks with several: the model's label sets either way."""
     import warnings
 
-    from test_multilabel import topic_documents
-
     from docattn.classifier import DocumentClassifier
     from docattn.cli.evaluate import prediction_lines
     from docattn.training.trainer import evaluate_encoded
 
-    texts, labels = topic_documents(400)
+    rng = np.random.default_rng(0)
+    topics = {"sport": "goal match team", "money": "bank price stock", "tech": "chip phone code"}
+    labels = [[k for k in topics if rng.random() < 0.4] for _ in range(400)]
+    filler = ["the", "a", "of", "and", "to", "in", "is", "was", "it", "for"]
+    texts = [" ".join([*rng.choice(filler, 20), *(w for k in ys for w in topics[k].split())]) + "." for ys in labels]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         DocumentClassifier("logreg").fit(texts[:300], labels[:300], run_dir=tmp_path / "run")
