@@ -182,8 +182,9 @@ class SplitWriter:
             folder.mkdir(parents=True, exist_ok=True)
         self.folder, self.arrays = folder, {}
         for name, (dtype, row) in kinds.items():
+            on_disk = folder is not None
             self.arrays[name] = (
-                NpyAppender(folder / f"{name}.npy", dtype, row) if folder else _MemoryAppender(dtype, row)
+                NpyAppender(folder / f"{name}.npy", dtype, row) if on_disk else _MemoryAppender(dtype, row)
             )
         self.arrays["sentence_offsets"].append(np.zeros(1))
         self.arrays["document_offsets"].append(np.zeros(1))
@@ -220,7 +221,7 @@ def _process_chunk(job: tuple):
         return strings
     if vocabulary not in _VOCABULARIES:
         _VOCABULARIES[vocabulary] = Vocabulary.load(vocabulary)
-    vocab, parts = _VOCABULARIES[vocabulary], SplitWriter(None, None)
+    vocab, parts = _VOCABULARIES[vocabulary], SplitWriter(None, None)  # joins the batches; labels come later
     for start in range(0, len(strings), _ENCODE_BATCH):  # the tokenizer's encodings take ~100 bytes a token
         parts.add(encode_ids(vocab.encode_strings(strings[start : start + _ENCODE_BATCH])), np.zeros(0))
     encoded = parts.close()
