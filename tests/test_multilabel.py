@@ -113,11 +113,12 @@ def test_recipe_picks_micro_f1_and_positive_weights_for_label_matrices():
     from docattn.training.config import TrainConfig
     from docattn.training.recipe import class_weights, resolve
 
-    matrix = np.array([[1, 0], [1, 0], [1, 1], [0, 0]])
-    cfg, weights = resolve(TrainConfig(), 4, 100, matrix, ["a", "b"])
+    matrix = np.array([[1, 0, 1], [1, 0, 1], [1, 1, 1], [0, 0, 1]])  # "c" is in every document
+    cfg, weights = resolve(TrainConfig(), 4, 100, matrix, ["a", "b", "c"])
     assert cfg.monitor == "val_micro_f1" and weights is None  # auto: the tuned thresholds handle imbalance
-    balanced = class_weights(TrainConfig(class_weight="balanced"), matrix, ["a", "b"])
-    np.testing.assert_allclose(balanced, [1 / 3, 3.0])  # negatives over positives
+    assert cfg.class_weight is None
+    balanced = class_weights(TrainConfig(class_weight="balanced"), matrix, ["a", "b", "c"])
+    np.testing.assert_allclose(balanced, [1 / 3, 3.0, 1.0])  # negatives over positives; none of either: 1
 
 
 def test_binary_cross_entropy_with_positive_weights_reaches_the_loss():

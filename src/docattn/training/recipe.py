@@ -66,7 +66,8 @@ def class_weights(cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashab
 
     Multi-label (a 0/1 matrix): the weights are binary cross-entropy's ``pos_weight``, "balanced" being each
     class's negatives over its positives; "auto" leaves them off, since each class's decision threshold is
-    tuned on validation, which is what weights would otherwise make up for."""
+    tuned on validation, which is what weights would otherwise make up for. Weights do not rescue the classes
+    too rare for a threshold either: on Reuters they cost han micro- and macro-F1 (benchmarks/README.md)."""
     if np.ndim(labels) == 2:
         return _positive_weights(cfg, np.asarray(labels), classes)
     counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=len(classes)).astype(np.float64)
@@ -86,9 +87,11 @@ def _positive_weights(cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Ha
     choice = cfg.class_weight
     if choice in ("auto", None):
         return None
-    if choice == "balanced":  # negatives / positives; a class without positives in training keeps 1
+    if choice == "balanced":  # negatives / positives; a class without positives (or negatives) keeps 1
         positives = labels.sum(0).astype(np.float64)
-        return np.where(positives > 0, (len(labels) - positives) / np.maximum(positives, 1), 1.0)
+        negatives = len(labels) - positives
+        # a class in every document would get 0 and never learn from its positives
+        return np.where((positives > 0) & (negatives > 0), negatives / np.maximum(positives, 1), 1.0)
     return _named_weights(choice, classes)
 
 
