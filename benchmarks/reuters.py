@@ -125,26 +125,61 @@ def trial_record(run: Path) -> dict:
 
 
 def other_thresholds(clf, splits, gold, probs, thresholds) -> dict:
-    """Test micro- and macro-F1 of the same probabilities under other decision rules (diagnostics, not defaults):
-    each class at the threshold that maximises its own F1 on validation (every class with a validation
-    document), and each class at its best threshold on the test split itself (an upper bound no rule reaches)."""
+    """Test scores of the same probabilities under other decision rules (diagnostics, not defaults):
+    - own_f1_on_validation: each class at the threshold that maximises its own F1 on validation (every class
+      with a validation document);
+    - at_least_one: the run's thresholds, and a document over none of them gets the class nearest its
+      threshold (highest probability / threshold), since every training document has a class;
+    - pooled_rare: the classes with too few validation documents for a threshold of their own share one,
+      tuned on validation for micro-F1 (the run's rule, with them moved together), alone and with at_least_one;
+    - best_on_test_macro_f1: each class at its best threshold on the test split itself (an upper bound)."""
     from docattn.training.inference import probabilities
     from docattn.training.metrics import THRESHOLD_GRID, multilabel_report
 
     def f1(y, p, t) -> float:
         return multilabel_report(y[:, None], (p >= t)[:, None], [0])["macro_f1"]
 
+    def scores(decided) -> dict:
+        r = multilabel_report(gold["test"], decided, list(clf.labels.classes))
+        return {k: round(r[k], 4) for k in ("micro_f1", "macro_f1", "accuracy")}
+
     valid = probabilities(clf.model, splits["valid"], 256, clf.limits, True)
     own = thresholds.copy()
     for c in np.flatnonzero(gold["valid"].sum(0) > 0):
         own[c] = max(THRESHOLD_GRID, key=lambda t: f1(gold["valid"][:, c], valid[:, c], t))
     oracle = [max(f1(gold["test"][:, c], probs[:, c], t) for t in THRESHOLD_GRID) for c in range(len(thresholds))]
-    report = multilabel_report(gold["test"], probs >= own, list(clf.labels.classes))
+    pooled, shared = pooled_rare_thresholds(gold["valid"], valid, thresholds)
     return {
-        "own_f1_on_validation": {"micro_f1": round(report["micro_f1"], 4), "macro_f1": round(report["macro_f1"], 4)},
+        "own_f1_on_validation": scores(probs >= own),
+        "at_least_one": scores(at_least_one(probs, thresholds)),
+        "pooled_rare": {"threshold": shared, **scores(probs >= pooled)},
+        "pooled_rare_at_least_one": scores(at_least_one(probs, pooled)),
         "best_on_test_macro_f1": round(float(np.mean(oracle)), 4),
         "grid": [float(t) for t in THRESHOLD_GRID],
     }
+
+
+def at_least_one(probs: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """Decisions at ``thresholds``; a document over none gets the class with the highest probability / threshold."""
+    decided = probs >= thresholds
+    empty = np.flatnonzero(~decided.any(1))
+    decided[empty, np.argmax(probs[empty] / thresholds, 1)] = True
+    return decided
+
+
+def pooled_rare_thresholds(gold: np.ndarray, probs: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, float]:
+    """``thresholds`` with the classes under MIN_POSITIVES validation documents moved to one shared threshold:
+    the one that maximises validation micro-F1 with the other classes at their own (ties: the lowest)."""
+    from docattn.training.metrics import MIN_POSITIVES, THRESHOLD_GRID
+
+    rare = gold.sum(0) < MIN_POSITIVES
+    best, shared = -1.0, float(thresholds[rare][0]) if rare.any() else float("nan")
+    for t in THRESHOLD_GRID:
+        decided = np.where(rare, probs >= t, probs >= thresholds)
+        score = 2 * (decided & gold).sum() / max(decided.sum() + gold.sum(), 1)
+        if score > best + 1e-12:
+            best, shared = score, float(t)
+    return np.where(rare, shared, thresholds), shared
 
 
 def main() -> None:
