@@ -9,6 +9,7 @@ renamed into place, so a killed run never leaves a half-written entry.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -69,9 +70,10 @@ class EncodedCorpus:
     def subset(self, documents: Sequence[int] | np.ndarray) -> EncodedCorpus:
         """A new corpus of the given documents, in that order (vectorized gather)."""
         docs = np.asarray(documents, dtype=np.int64)
-        s_start, s_count = self.document_offsets[docs], self.sentence_counts[docs]
+        # the chosen documents' counts only: sentence_counts / sentence_lengths diff the whole corpus
+        s_start, s_count = self.document_offsets[docs], self.document_offsets[docs + 1] - self.document_offsets[docs]
         sent = ragged_ranges(s_start, s_count)
-        t_start, t_count = self.sentence_offsets[sent], self.sentence_lengths[sent]
+        t_start, t_count = self.sentence_offsets[sent], self.sentence_offsets[sent + 1] - self.sentence_offsets[sent]
         toks = self.tokens[ragged_ranges(t_start, t_count)]
         return EncodedCorpus(
             tokens=np.ascontiguousarray(toks, dtype=np.int32),
@@ -283,13 +285,43 @@ def _sweep_abandoned(root: Path) -> None:
 def cached(key: str, build: Callable[[Path], None], root: str | Path | None = None) -> Path:
     """Folder of cache entry ``key``; ``build(tmp_folder)`` fills it on a miss, then it is renamed in.
 
-    The rename is atomic, so concurrent or killed runs never expose a partial entry.
+    The rename is atomic, so concurrent or killed runs never expose a partial entry. One process builds an
+    entry at a time, under a lock file beside it: the others (a distributed run's ranks, say) wait, then
+    load what it built instead of building it again.
     """
     root = Path(root) if root is not None else default_cache_dir()
     final = root / key
     if (final / "COMPLETE").exists():
         return final
     root.mkdir(parents=True, exist_ok=True)
+    with _build_lock(root / f".{key}.lock"):
+        if (final / "COMPLETE").exists():  # built by the process that held the lock before this one
+            return final
+        return _build(key, build, root, final)
+
+
+@contextlib.contextmanager
+def _build_lock(path: Path):
+    """An exclusive lock on ``path``, released when the holder ends however it ends (kill -9 included); where
+    the file system has no locks, every process builds for itself, as before. The file goes with the build: a
+    process waiting on it then finds the entry complete, and one arriving later never needs it."""
+    try:
+        import fcntl
+
+        handle = open(path, "a+b")  # noqa: SIM115  (held open for the lock's lifetime)
+    except (ImportError, OSError):
+        yield
+        return
+    with handle:
+        with contextlib.suppress(OSError):  # a file system without locks: build as if the lock were held
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def _build(key: str, build: Callable[[Path], None], root: Path, final: Path) -> Path:
     _sweep_abandoned(root)
     tmp = temp_dir(root, prefix=f".{key}.{os.getpid()}.")
     try:
