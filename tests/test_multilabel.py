@@ -61,6 +61,29 @@ def test_label_map_encodes_sets_drops_unseen_labels_and_keeps_thresholds_through
     assert LabelMap.from_json(["x", "y"]).multi_label is False  # single-label runs keep their plain list
 
 
+def test_where_every_training_document_has_a_label_no_prediction_is_empty():
+    from docattn.training.trainer import every_document_labelled
+
+    labels = LabelMap(["a", "b", "c"], multi_label=True, thresholds=[0.5, 0.2, 0.9], at_least_one=True)
+    probs = np.array([[0.6, 0.1, 0.1], [0.3, 0.1, 0.8], [0.1, 0.15, 0.1]])
+    # nothing over its threshold: the class nearest its own (0.8 / 0.9 over 0.3 / 0.5; 0.15 / 0.2 over 0.1 / 0.5)
+    assert labels.decode_sets(labels.decide(probs)) == [["a"], ["c"], ["b"]]
+    labels.at_least_one = False
+    assert labels.decode_sets(labels.decide(probs)) == [["a"], [], []]
+    saved = LabelMap.from_json(json.loads(json.dumps(LabelMap(["a"], True, [0.5], True).to_json())))
+    assert saved.at_least_one and not LabelMap.from_json({"classes": ["a"], "multi_label": True}).at_least_one
+    assert LabelMap(["a"], True, [0.5], True).decide(np.zeros((0, 1))).shape == (0, 1)
+
+    class Split:
+        def __init__(self, rows):
+            self.labels = np.array(rows, dtype=np.int8)
+
+        def __len__(self):
+            return len(self.labels)
+
+    assert every_document_labelled(Split([[1, 0], [0, 1]])) and not every_document_labelled(Split([[1, 0], [0, 0]]))
+
+
 def test_validation_split_of_label_sets_keeps_each_rare_label_on_both_sides():
     labels = [("common",)] * 80 + [("common", "rare")] * 10 + [("rare",)] * 10 + [()] * 20
     strata = label_set_strata(labels)

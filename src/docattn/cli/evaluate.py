@@ -172,7 +172,7 @@ def _baseline_model(run: Path, clf):
     labels = clf.labels
     if labels.multi_label:  # the baseline's own thresholds, tuned with the run
         thresholds = (read_config(run).get("results", {}).get("baseline") or {}).get("thresholds")
-        labels = LabelMap(labels.classes, multi_label=True, thresholds=thresholds)
+        labels = LabelMap(labels.classes, True, thresholds, labels.at_least_one)
     return model, labels
 
 

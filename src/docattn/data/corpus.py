@@ -182,8 +182,12 @@ class LabelMap:
 
     DEFAULT_THRESHOLD = 0.5  # a class applies when its probability reaches this, until thresholds are tuned
 
-    def __init__(self, classes: Iterable[Hashable], multi_label: bool = False, thresholds=None):
+    def __init__(
+        self, classes: Iterable[Hashable], multi_label: bool = False, thresholds=None, at_least_one: bool = False
+    ):
         self.multi_label = bool(multi_label)
+        # multi-label: every training document had a label, so no document is given none (``decide``)
+        self.at_least_one = bool(at_least_one)
         self.thresholds = None if thresholds is None else np.asarray(thresholds, dtype=np.float64)
         self.classes: list[Hashable] = list(classes)
         if self.thresholds is not None and self.thresholds.shape != (len(self.classes),):
@@ -272,8 +276,14 @@ class LabelMap:
 
     def decide(self, probs: np.ndarray) -> np.ndarray:
         """0/1 decisions of multi-label probabilities (n, n_classes): each class against its threshold."""
+        probs = np.asarray(probs)
         cut = self.thresholds if self.thresholds is not None else self.DEFAULT_THRESHOLD
-        return (np.asarray(probs) >= cut).astype(np.int8)
+        decisions = (probs >= cut).astype(np.int8)
+        none = np.flatnonzero(~decisions.any(1)) if self.at_least_one and decisions.size else []
+        if len(none):  # an empty answer is certainly wrong: the class nearest its own threshold
+            ratio = probs[none] / np.maximum(np.broadcast_to(cut, probs.shape[1:]), 1e-12)
+            decisions[none, ratio.argmax(1)] = 1
+        return decisions
 
     def decode_sets(self, decisions: np.ndarray) -> list[list[Hashable]]:
         return [[self.classes[j] for j in np.flatnonzero(row)] for row in np.asarray(decisions)]
@@ -289,14 +299,16 @@ class LabelMap:
         if not self.multi_label:
             return classes
         thresholds = None if self.thresholds is None else [round(float(t), 6) for t in self.thresholds]
-        return {"classes": classes, "multi_label": True, "thresholds": thresholds}
+        return {"classes": classes, "multi_label": True, "thresholds": thresholds, "at_least_one": self.at_least_one}
 
     @classmethod
     def from_json(cls, data: list[Any] | dict) -> LabelMap:
         if isinstance(data, dict):
             if not isinstance(data.get("classes"), list):
                 raise DataError("saved labels have no list of classes")
-            return cls((_from_json(c) for c in data["classes"]), bool(data.get("multi_label")), data.get("thresholds"))
+            classes = (_from_json(c) for c in data["classes"])
+            multi, thresholds = bool(data.get("multi_label")), data.get("thresholds")
+            return cls(classes, multi, thresholds, bool(data.get("at_least_one", False)))
         return cls(_from_json(c) for c in data)
 
 

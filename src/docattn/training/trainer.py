@@ -136,6 +136,11 @@ def score_probabilities(labels, gold, probs: np.ndarray) -> dict:
     return classification_report(np.asarray(gold), probs.argmax(1), labels.classes)
 
 
+def every_document_labelled(train) -> bool:
+    """Whether every training document of a multi-label split has a label: then no prediction may be empty."""
+    return bool(len(train)) and bool(np.asarray(train.labels).any(1).all())
+
+
 def set_thresholds(clf, valid) -> dict:
     """Tune a multi-label model's decision thresholds on the validation split (kept in ``clf.labels``)."""
     from docattn.training.inference import probabilities
@@ -201,6 +206,7 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         results.update(fit_record(res))
     if clf.labels.multi_label:  # thresholds from validation, then validation scored with them (optimistic)
         results["thresholds"] = set_thresholds(clf, data.splits["valid"])
+        clf.labels.at_least_one = every_document_labelled(data.splits["train"])
         results["valid"] = _brief(evaluate_encoded(clf, data.splits["valid"]))
     if "test" in data.splits and data.splits["test"].labelled:
         if str(results.get("device", "cpu")).startswith("cuda"):
@@ -319,7 +325,7 @@ def fit_guardrail(data: PreparedData, cfg, weights) -> Guardrail:
 
         valid = data.splits["valid"]
         thresholds, _ = tune_thresholds(valid.labels, model.predict_proba_encoded(valid))
-        labels = LabelMap(labels.classes, multi_label=True, thresholds=thresholds)
+        labels = LabelMap(labels.classes, True, thresholds, every_document_labelled(data.splits["train"]))
         record["thresholds"] = [round(float(t), 6) for t in thresholds]  # evaluate scores it with them again
     for split in ("valid", "test"):
         enc = data.splits.get(split)
