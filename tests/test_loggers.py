@@ -11,21 +11,11 @@ import os
 
 import pytest
 from cli_runs import TINY, run_cli
+from tiny_runs import TINY_HAN as TINY_API
 
 from docattn.data import synthetic
 from docattn.errors import ConfigError
 from docattn.training.config import TrainConfig
-
-TINY_API = dict(
-    max_epochs=1,
-    embeddings="random",
-    progress=False,
-    min_count=2,
-    embedding_dim=16,
-    hidden_size=8,
-    context_dim=8,
-    guardrail=False,
-)
 
 
 def _write(path, corpus) -> None:

@@ -7,21 +7,11 @@ import warnings
 
 import numpy as np
 import pytest
+from tiny_runs import TINY_HAN as TINY
 
 from docattn.classifier import DocumentClassifier
 from docattn.data import synthetic
 from docattn.errors import ConfigError
-
-TINY = dict(
-    max_epochs=1,
-    embeddings="random",
-    progress=False,
-    min_count=2,
-    embedding_dim=16,
-    hidden_size=8,
-    context_dim=8,
-    guardrail=False,
-)
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,18 @@ TINY = dict(
     seed=0,
 )
 
+# HAN's tiny options for tests that fit through the Python API, without the tf-idf guardrail
+TINY_HAN = dict(
+    max_epochs=1,
+    embeddings="random",
+    progress=False,
+    min_count=2,
+    embedding_dim=16,
+    hidden_size=8,
+    context_dim=8,
+    guardrail=False,
+)
+
 
 def train_tiny_run(model: str, out: Path, n_train: int = 240, n_test: int = 60) -> Path:
     """Train ``model`` for one epoch on the embedded synthetic corpus into ``out`` (a run folder)."""
