@@ -1,5 +1,6 @@
 """Torch threads on a loaded machine (issue 36, item 7): HAN training steps with 1 or 2 threads, OpenMP's
-default waiting or passive waiting, while 0, 1 or 2 other processes keep cores busy.
+default waiting or passive waiting, and with docattn's own choice (``docattn/threads.py``), while 0, 1 or 2
+other processes keep cores busy.
 
     python benchmarks/threads.py [--seconds 20] [--loads 0,1,2] [--name threads]
 
@@ -26,6 +27,9 @@ BUSY = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pas
 
 
 def child(seconds: float) -> None:
+    if os.environ.get("THREADS_DOCATTN_FIRST") == "1":
+        import docattn  # noqa: F401  (its thread defaults, set before torch loads OpenMP)
+    policy = os.environ.get("OMP_WAIT_POLICY") or "default (active)"  # as OpenMP sees it when torch loads it
     import torch
 
     from docattn.data.batching import hierarchical_batch
@@ -54,12 +58,24 @@ def child(seconds: float) -> None:
     while time.perf_counter() - start < seconds:
         step()
         steps += 1
-    print(json.dumps({"steps_per_s": steps / (time.perf_counter() - start), "threads": torch.get_num_threads()}))
+    print(
+        json.dumps(
+            {
+                "steps_per_s": steps / (time.perf_counter() - start),
+                "threads": torch.get_num_threads(),
+                "omp_wait_policy": policy,
+            }
+        )
+    )
 
 
-def run(threads: int, policy: str | None, load: int, seconds: float) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    env.pop("OMP_WAIT_POLICY", None)
+def run(threads: int | None, policy: str | None, load: int, seconds: float) -> dict:
+    """One configuration; ``threads`` None: docattn's own choice (imported before torch, nothing set)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
+    if threads is None:
+        env["THREADS_DOCATTN_FIRST"] = "1"
+    else:
+        env["OMP_NUM_THREADS"] = str(threads)
     if policy:
         env["OMP_WAIT_POLICY"] = policy
     busy = [subprocess.Popen([sys.executable, "-c", BUSY.format(seconds=seconds + 60)]) for _ in range(load)]
@@ -77,7 +93,13 @@ def run(threads: int, policy: str | None, load: int, seconds: float) -> dict:
             p.kill()
             p.wait()
     out = json.loads(res.stdout.strip().splitlines()[-1])
-    return {"threads": threads, "wait_policy": policy or "default", "busy_processes": load, **out}
+    chosen = "docattn" if threads is None else threads
+    return {
+        "configuration": chosen,
+        "wait_policy": policy or ("docattn" if threads is None else "default"),
+        "busy_processes": load,
+        **out,
+    }
 
 
 def main() -> None:
@@ -91,7 +113,7 @@ def main() -> None:
         return child(args.seconds)
     rows = []
     for load in (int(x) for x in args.loads.split(",")):
-        for threads, policy in ((1, None), (2, None), (2, "PASSIVE"), (1, "PASSIVE")):
+        for threads, policy in ((1, None), (2, None), (2, "PASSIVE"), (1, "PASSIVE"), (None, None)):
             row = run(threads, policy, load, args.seconds)
             row["load_average"] = os.getloadavg()[0]
             rows.append(row)

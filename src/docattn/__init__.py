@@ -1,12 +1,11 @@
 """docattn: attention-based document classification you can train, trust and explain."""
 
-import os
-
+from docattn.threads import apply_defaults
 from docattn.version import __version__
 
-# OpenMP threads that spin while waiting make torch many times slower when another process shares the
-# cores; sleeping costs little on an idle machine. Set before torch is imported; a user's own setting wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenMP's waiting policy and torch's threads: sleeping waiters, one thread per core no other process is using
+# (docattn/threads.py; measured by benchmarks/threads.py). Before torch is imported; a user's own setting wins.
+apply_defaults()
 
 __all__ = ["DocumentClassifier", "create_model", "list_models", "__version__"]
 
