@@ -412,8 +412,6 @@ def input_chunks(train_path, valid_path, test_path, reader_options: dict | None,
     """({"train": source, ...}, skipped): chunk sources of the inputs ``read_inputs`` reads, and a function
     giving each split's reader counts (skipped empty documents...) once the sources have been read.
     One-split files are streamed; folders, archives and stdin are read whole, then cut into chunks."""
-    from docattn.data.prepare import read_inputs
-
     options = dict(reader_options or {})
     paths = {"train": train_path, "valid": valid_path, "test": test_path}
     if all(p is None or _streamable(p, options) for p in paths.values()):
@@ -472,3 +470,27 @@ class FileChunks:
             scan.rows = self.relabel(scan.rows)
         else:
             scan.values = self.relabel(scan.values)
+
+
+def read_inputs(train_path, valid_path=None, test_path=None, reader_options: dict | None = None) -> dict[str, Corpus]:
+    """Train/valid/test corpora from paths; a source holding several splits fills the missing ones."""
+    from docattn.data.readers import read_splits
+
+    opts = reader_options or {}
+    found = read_splits(train_path, **opts)
+    if "train" in found:
+        out = dict(found)
+    elif "all" in found:
+        out = {"train": found["all"]}
+    else:
+        raise DataError(f"{train_path}: no training split (found {sorted(found)})")
+    for name, path in (("valid", valid_path), ("test", test_path)):
+        if path is not None:
+            split = read_splits(path, **opts)
+            if name not in split and "all" not in split:  # never another split: a source's train is no validation data
+                raise DataError(
+                    f"{path} holds the splits {sorted(split)} but no {name} split; give --{name} a file or "
+                    f"folder of {name} documents only"
+                )
+            out[name] = split.get(name) or split["all"]
+    return out
