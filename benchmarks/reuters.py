@@ -56,7 +56,7 @@ def trial_record(run: Path) -> dict:
     gold = {n: np.asarray(splits[n].labels).astype(bool) for n in splits}
     probs = probabilities(clf.model, splits["test"], 256, clf.limits, True)
     thresholds = np.asarray(clf.labels.thresholds)
-    # the run's own decision rule: its thresholds, and (runs since 64ea33b) no empty answer where every
+    # the run's own decision rule: its thresholds, and (runs since 566f513) no empty answer where every
     # training document had a label
     report = multilabel_report(gold["test"], clf.labels.decide(probs).astype(bool), list(clf.labels.classes))
     saved = res["test"]
