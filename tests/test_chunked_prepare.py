@@ -3,6 +3,7 @@ size and the number of worker processes."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 
 import numpy as np
@@ -16,6 +17,12 @@ from docattn.data.splits import held_out_split, label_set_strata, stratified_spl
 from docattn.data.text import Vocabulary, documents_to_strings
 
 ARRAYS = ("tokens", "sentence_offsets", "document_offsets", "labels")
+
+
+def _write_csv(path, texts, labels) -> None:
+    """A text,label CSV of the documents: what the file-reading tests prepare."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("text", "label"), *zip(texts, labels)])
 
 
 def one_shot(train: Corpus, valid=None, test=None, settings=None):
@@ -112,13 +119,10 @@ def test_split_membership_is_unchanged():
 
 
 def test_cache_files_are_what_np_save_writes(tmp_path):
-    import csv
-
     from docattn.data.prepare import prepare_paths
 
     corpus = _corpus()
-    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows([("text", "label"), *zip(corpus.texts, corpus.labels)])
+    _write_csv(tmp_path / "train.csv", corpus.texts, corpus.labels)
     settings = DataSettings(min_count=2, prepare_chunk=7)
     data = prepare_paths(tmp_path / "train.csv", settings=settings, cache_dir=tmp_path / "cache")
     whole = prepare_paths(tmp_path / "train.csv", settings=DataSettings(min_count=2), use_cache=False)
@@ -133,16 +137,12 @@ def test_cache_files_are_what_np_save_writes(tmp_path):
 def test_streamed_files_give_the_arrays_of_a_whole_read(tmp_path, chunk):
     """A CSV is read a chunk at a time (readers/stream.py); its integer labels become ints, as a whole read
     makes them, only once every label has been seen."""
-    import csv
-
     from docattn.data.chunked import FileChunks, input_chunks
     from docattn.data.prepare import prepare_paths
     from docattn.data.readers import read_corpus
 
     corpus = _corpus()
-    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
-        rows = [(t, ["2", "10", "7"][i % 3]) for i, t in enumerate(corpus.texts)]
-        csv.writer(f).writerows([("text", "label"), *rows])
+    _write_csv(tmp_path / "train.csv", corpus.texts, [["2", "10", "7"][i % 3] for i in range(len(corpus))])
     settings = DataSettings(min_count=2, prepare_chunk=chunk)
     inputs, _ = input_chunks(tmp_path / "train.csv", None, None, {}, chunk)
     assert isinstance(inputs["train"], FileChunks)
@@ -154,7 +154,6 @@ def test_streamed_files_give_the_arrays_of_a_whole_read(tmp_path, chunk):
 
 
 def test_data_prepare_prints_and_writes_its_stats(tmp_path, monkeypatch):
-    import csv
     import json
 
     from typer.testing import CliRunner
@@ -163,8 +162,7 @@ def test_data_prepare_prints_and_writes_its_stats(tmp_path, monkeypatch):
 
     monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
     corpus = _corpus()
-    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows([("text", "label"), *zip(corpus.texts[1:], corpus.labels[1:])])
+    _write_csv(tmp_path / "train.csv", corpus.texts[1:], corpus.labels[1:])
     args = ["data", "prepare", str(tmp_path / "train.csv"), "--out-stats", str(tmp_path / "stats.json")]
     res = CliRunner().invoke(app, [*args, "--set", "min_count=2", "--set", "prepare_chunk=9"])
     assert res.exit_code == 0, res.output
@@ -183,15 +181,12 @@ def test_data_prepare_prints_and_writes_its_stats(tmp_path, monkeypatch):
 
 
 def test_word2vec_reads_the_memory_mapped_cache_lazily_with_the_same_vectors(tmp_path):
-    import csv
-
     from docattn.data.embeddings import _IdSentences, train_word2vec
     from docattn.data.prepare import prepare_paths
     from docattn.data.readers import read_corpus
 
     corpus = _corpus()
-    with open(tmp_path / "train.csv", "w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows([("text", "label"), *zip(corpus.texts, corpus.labels)])
+    _write_csv(tmp_path / "train.csv", corpus.texts, corpus.labels)
     settings = DataSettings(min_count=1, prepare_chunk=7)
     cached = prepare_paths(tmp_path / "train.csv", settings=settings, cache_dir=tmp_path / "cache")
     assert isinstance(cached.splits["train"].tokens, np.memmap)
