@@ -59,6 +59,26 @@ def test_word2vec_passes_grow_as_the_corpus_shrinks():
     assert word2vec_passes(TrainConfig(recipe="paper"), 10) == 5
 
 
+def test_label_smoothing_is_the_recipes_for_single_label_data_only():
+    labels, sets = np.arange(2_000) % 2, np.eye(2, dtype=np.float32)[np.arange(2_000) % 2]
+    auto, _ = resolve(TrainConfig(), 2_000, 10**6, labels, ["a", "b"])
+    assert auto.label_smoothing == 0.1
+    multi, _ = resolve(TrainConfig(), 2_000, 10**6, sets, ["a", "b"])
+    assert multi.label_smoothing == 0.0  # its thresholds are tuned on the plain probabilities
+    paper, _ = resolve(TrainConfig(recipe="paper"), 2_000, 10**6, labels, ["a", "b"])
+    assert paper.label_smoothing == 0.0
+    given, _ = resolve(TrainConfig(label_smoothing=0.0), 2_000, 10**6, labels, ["a", "b"])
+    assert given.label_smoothing == 0.0
+
+
+def test_the_auto_recipe_lays_the_familys_own_settings_over_the_registered_ones():
+    auto, paper = DocumentClassifier("han"), DocumentClassifier("han", recipe="paper")
+    assert auto.hparams["dropout"] == 0.2 and auto.train_config.embedding_lr is None
+    assert "dropout" not in paper.hparams and paper.train_config.embedding_lr == 5e-4
+    given = DocumentClassifier("han", dropout=0.0, embedding_lr=1e-4)  # the user's options win
+    assert given.hparams["dropout"] == 0.0 and given.train_config.embedding_lr == 1e-4
+
+
 def test_the_cosine_runs_over_the_planned_steps_and_continues_the_same_curve():
     from docattn.training.engine import _per_step_factor
 

@@ -88,15 +88,13 @@ class DocumentClassifier:
         data_opts = {k: options.pop(k) for k in list(options) if k in _DATA_FIELDS}
         text_opts = {k: options.pop(k) for k in list(options) if k in _TEXT_FIELDS}
         recipe = train_opts.get("recipe", "auto")
-        # on a CPU the auto recipe trains a self-attention family at the size it was measured at there
-        cpu = (
-            spec.cpu if spec.cpu and recipe == "auto" and not _wants_gpu(train_opts.get("accelerator", "auto")) else {}
-        )
+        # the auto recipe's own settings for the family; on a CPU also the size it was measured at there
+        laid = spec.recipe_settings(recipe, gpu=bool(spec.cpu) and _wants_gpu(train_opts.get("accelerator", "auto")))
         self.hparams = _check_model_options(
-            model, {**{k: v for k, v in cpu.items() if k not in TrainConfig.field_names()}, **options}
+            model, {**{k: v for k, v in laid.items() if k not in TrainConfig.field_names()}, **options}
         )
         # a variant's registered defaults may set training options and data options alike
-        paper_train = {k: v for k, v in {**spec.training, **cpu}.items() if k in TrainConfig.field_names()}
+        paper_train = {k: v for k, v in {**spec.training, **laid}.items() if k in TrainConfig.field_names()}
         if recipe == "auto" and "max_epochs" in paper_train:
             # the registered length becomes the shortest run; training/recipe.py sizes the rest to the data
             paper_train["min_epochs"] = paper_train.pop("max_epochs")

@@ -1,8 +1,9 @@
 """``docattn config show``: the options a training would start from, each with its value and where it comes from.
 
 Sources, from the weakest: ``default`` (the option's own, docs/options.md), ``model`` (the model's
-registered training settings and hyper-parameters, ``docattn models``), ``model (cpu)`` (the sizes the
-auto recipe trains a self-attention family at on a CPU), ``file`` (``--config``) and ``cli``
+registered training settings and hyper-parameters, ``docattn models``), ``model (auto)`` (what the auto
+recipe changes for the family, e.g. HAN's dropout), ``model (cpu)`` (the sizes the auto recipe trains a
+self-attention family at on a CPU), ``file`` (``--config``) and ``cli``
 (``--model``, ``--set``). Options left unset (null) are sized to the data when training starts.
 """
 
@@ -26,7 +27,7 @@ class Setting:
     group: str  # run, training, data, text or model
     name: str
     value: object
-    source: str  # default, model, model (cpu), file or cli
+    source: str  # default, model, model (auto), model (cpu), file or cli
 
 
 @config_app.command("show")
@@ -66,7 +67,7 @@ def effective_settings(model: str | None, config: Path | None, cli: dict) -> lis
     spec, cfg = get_spec(name), clf.train_config
     # the CPU sizes apply as DocumentClassifier applies them: auto recipe, no GPU asked for or found
     gpu = cfg.accelerator in ("gpu", "cuda") or (cfg.accelerator == "auto" and torch.cuda.is_available())
-    cpu = spec.cpu if spec.cpu and cfg.recipe == "auto" and not gpu else {}
+    laid = spec.recipe_settings(cfg.recipe, gpu)
     registered = {**spec.training, **spec.defaults}
     if cfg.recipe == "auto" and "max_epochs" in registered:  # the registered length is the shortest run
         registered["min_epochs"] = registered.pop("max_epochs")
@@ -77,7 +78,9 @@ def effective_settings(model: str | None, config: Path | None, cli: dict) -> lis
             return "cli"
         if key in file_keys:
             return "file"
-        return "model (cpu)" if key in cpu else "model" if key in registered else "default"
+        if key in laid:
+            return "model (cpu)" if key in spec.cpu and not gpu else "model (auto)"
+        return "model" if key in registered else "default"
 
     with torch.random.fork_rng(devices=[]):  # a throwaway model tells every hyper-parameter's value
         hparams = asdict(create_model(name, vocab_size=2, num_classes=2, **clf.hparams).config)
@@ -97,7 +100,14 @@ def _print_table(settings: list[Setting], config: Path | None) -> None:
     from rich.table import Table
 
     table = Table("group", "option", "value", "source", caption="null: left to the recipe or the data")
-    styles = {"cli": "bold green", "file": "green", "model": "cyan", "model (cpu)": "cyan", "default": "dim"}
+    styles = {
+        "cli": "bold green",
+        "file": "green",
+        "model": "cyan",
+        "model (cpu)": "cyan",
+        "model (auto)": "cyan",
+        "default": "dim",
+    }
     last = None
     for s in settings:
         if last is not None and s.group != last:

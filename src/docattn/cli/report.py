@@ -183,7 +183,13 @@ def _print_recipe(console, results: dict) -> None:
             if recipe.get("patience")
             else ""
         )
-        + f", best by {recipe['monitor']}, word2vec {recipe['word2vec_epochs']} passes"
+        + f", best by {recipe['monitor']}"
+        + (
+            f", word2vec {recipe['word2vec_epochs']} passes"
+            if recipe.get("embeddings", "word2vec") == "word2vec"
+            else ""
+        )
+        + (f", label smoothing {recipe['label_smoothing']:g}" if recipe.get("label_smoothing") else "")
         + (f", class weights {', '.join(f'{c} {w:g}' for c, w in weights.items())}" if weights else "")
     )
 

@@ -33,6 +33,15 @@ class ModelSpec:
     # on a CPU under the auto recipe: the configuration the family was measured at on two cores (training
     # options and hyper-parameters together); the paper's sizes stay a recipe="paper" away
     cpu: dict = field(default_factory=dict)
+    # under the auto recipe on any device: what the family needs on data it was not tuned on (regularisation
+    # where the paper had none); recipe="paper" keeps the registered settings
+    auto: dict = field(default_factory=dict)
+
+    def recipe_settings(self, recipe: str, gpu: bool) -> dict:
+        """The settings ``recipe`` lays over the registered ones (training options and hyper-parameters)."""
+        if recipe != "auto":
+            return {}
+        return {**self.auto, **({} if gpu else self.cpu)}
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -47,6 +56,7 @@ def register_model(
     layout: Layout,
     training: dict | None = None,
     cpu: dict | None = None,
+    auto: dict | None = None,
     **defaults,
 ):
     """Decorator: register ``cls_or_fn`` under ``name`` with these default hyper-parameters."""
@@ -55,7 +65,15 @@ def register_model(
         if name in _REGISTRY or name != name.lower() or layout not in LAYOUTS:
             raise ValueError(f"model {name!r}: registered twice, not lowercase, or layout {layout!r} not in {LAYOUTS}")
         _REGISTRY[name] = ModelSpec(
-            name, builder, description, paper, layout, dict(defaults), dict(training or {}), dict(cpu or {})
+            name,
+            builder,
+            description,
+            paper,
+            layout,
+            dict(defaults),
+            dict(training or {}),
+            dict(cpu or {}),
+            dict(auto or {}),
         )
         return builder
 

@@ -181,14 +181,12 @@ class ClassifierModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         out = self.model(batch)
+        smooth = self.cfg.label_smoothing or 0.0  # None: a config the recipe has not resolved
         if batch.labels.dim() == 2:  # multi-label: one sigmoid per class; class weights weigh the positives
-            smooth = self.cfg.label_smoothing
             target = batch.labels * (1 - smooth) + smooth / 2
             loss = F.binary_cross_entropy_with_logits(out.logits.float(), target, pos_weight=self.class_weights)
         else:
-            loss = F.cross_entropy(
-                out.logits.float(), batch.labels, weight=self.class_weights, label_smoothing=self.cfg.label_smoothing
-            )
+            loss = F.cross_entropy(out.logits.float(), batch.labels, weight=self.class_weights, label_smoothing=smooth)
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch))
         for name, value in out.stats.items():
             self.log(name, value, on_step=False, on_epoch=True, batch_size=len(batch))

@@ -268,6 +268,8 @@ def _recipe_record(cfg, weights, classes) -> dict:
         "patience": cfg.patience,
         "monitor": cfg.monitor,
         "word2vec_epochs": cfg.word2vec_epochs,
+        "embeddings": cfg.embeddings,
+        "label_smoothing": cfg.label_smoothing,
     }
     if weights is not None:
         record["class_weights"] = {str(c): round(float(w), 4) for c, w in zip(classes, weights)}
