@@ -17,7 +17,7 @@ def machine() -> dict:
     return machine_info()
 
 
-def write_result(name: str, payload: dict) -> Path:
+def write_result(name: str, payload: dict, quiet: bool = False) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"{name}.json"
     doc = {
@@ -28,5 +28,6 @@ def write_result(name: str, payload: dict) -> Path:
         **payload,
     }
     out.write_text(json.dumps(doc, indent=1, default=str))
-    print(json.dumps(doc, indent=1, default=str))
+    if not quiet:
+        print(json.dumps(doc, indent=1, default=str))
     return out

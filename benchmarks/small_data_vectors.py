@@ -111,12 +111,15 @@ def main() -> None:
                     }
                     print(row, flush=True)
                     rows.append(row)
+                    _write(rows)  # after every run: a run of hours keeps what it finished if stopped
+
+
+def _write(rows: list[dict]) -> None:
     summary = {}
     for r in rows:
         summary.setdefault(f"{r['set']} {r['vectors']}", []).append(r["test_accuracy"])
-    write_result(
-        "small_data_vectors", {"rows": rows, "mean_test_accuracy": {k: float(np.mean(v)) for k, v in summary.items()}}
-    )
+    mean = {k: float(np.mean(v)) for k, v in summary.items()}
+    write_result("small_data_vectors", {"rows": rows, "mean_test_accuracy": mean}, quiet=True)
 
 
 if __name__ == "__main__":
