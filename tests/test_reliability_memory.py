@@ -414,11 +414,13 @@ print(json.dumps({"peak_mib": int(hwm.split()[1]) / 1024}))
 
 
 @pytest.mark.parametrize("model", ["han", "hcan"])
-def test_training_on_million_character_documents_stays_under_2_gb(model):
+def test_training_on_million_character_documents_stays_under_2_5_gb(model):
     """The audit's 1,000,000-word document took HAN past 12 GB in training: a batch of the longest documents
     padded to 1,000 words a sentence. Two documents of 500,000 one-letter words now train within the batch
-    budgets (words for every model, word pairs for the self-attention ones). The child's address space is capped
-    at twice the bound, so a regression fails here instead of exhausting the machine."""
+    budgets (words for every model, word pairs for the self-attention ones). The bound was 2 GB until the auto
+    recipe gave HAN dropout 0.2, whose saved masks and outputs over a 150,000-word batch add about 0.5 GB. The
+    child's address space is capped at twice the bound, so a regression fails here instead of exhausting the
+    machine."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("DOCATTN_MAX_")}
     env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     cap = 2 * ADDRESS_SPACE
@@ -433,4 +435,4 @@ def test_training_on_million_character_documents_stays_under_2_gb(model):
     assert done.returncode == 0, done.stderr[-3000:]
     peak = json.loads(done.stdout.splitlines()[-1])["peak_mib"]
     print(f"{model}: peak {peak:.0f} MiB")
-    assert peak < 2048, peak
+    assert peak < 2560, peak

@@ -255,6 +255,19 @@ class ClassifierModule(L.LightningModule):
         self.log("val_micro_f1", micro.float(), prog_bar=True)
         self.log("val_loss", (sums[1] / docs).float())
 
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # dropout draws from torch's generator: a resumed run repeats the straight run only from its state
+        checkpoint["docattn_rng"] = {"cpu": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            checkpoint["docattn_rng"]["cuda"] = torch.cuda.get_rng_state_all()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        rng = checkpoint.get("docattn_rng", {})
+        if "cpu" in rng:
+            torch.set_rng_state(rng["cpu"])
+        if "cuda" in rng and torch.cuda.is_available() and len(rng["cuda"]) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+
     def configure_optimizers(self):
         cfg = self.cfg
         emb = [p for n, p in self.model.named_parameters() if n.startswith("embedding.") and p.requires_grad]
