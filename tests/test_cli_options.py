@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from cli_runs import run_cli
+from cli_runs import invoke_cli, run_cli
 
 from docattn.cli import app
 
@@ -15,9 +15,9 @@ def test_errors_are_one_line_without_traceback(tmp_path):
     res = run_cli("train", "--train", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "run"))
     assert res.returncode == 2
     assert "Traceback" not in res.stderr and "missing.csv" in res.stderr
-    res = run_cli("evaluate", str(tmp_path / "no-run"), "--data", str(tmp_path / "x.jsonl"))
+    res = invoke_cli("evaluate", str(tmp_path / "no-run"), "--data", str(tmp_path / "x.jsonl"))
     assert res.returncode == 2 and "Traceback" not in res.stderr and "run directory" in res.stderr
-    res = run_cli("train", "--train", str(tmp_path), "--out", str(tmp_path / "r"), "--model", "nope")
+    res = invoke_cli("train", "--train", str(tmp_path), "--out", str(tmp_path / "r"), "--model", "nope")
     assert res.returncode == 2 and "unknown model" in res.stderr
 
 
@@ -26,7 +26,7 @@ def test_benchmark_seeds_out_of_range_are_refused_before_any_trial(tmp_path):
         (["--first-seed", "-1"], "seeds -1 to 1"),
         (["--first-seed", "4294967295", "--seeds", "2"], "seeds 4294967295 to 4294967296"),
     ):
-        res = run_cli(
+        res = invoke_cli(
             "benchmark", "--data", str(tmp_path / "absent.csv"), "--models", "nb", *extra, "--out", str(tmp_path / "b")
         )
         assert res.returncode == 2 and "Traceback" not in res.stderr and word in res.stderr, res.stderr[-1500:]
