@@ -58,6 +58,19 @@ def test_numpy_batches_equal_the_torch_batches(limits):
             assert np.array_equal(getattr(batch, name).numpy(), value), (layout, name)
 
 
+def test_graph_batches_group_documents_by_their_longest_sentence():
+    """A hierarchical graph pads every sentence of a call to the longest one: documents go in that order."""
+    from docattn.export.arrays import length_batches
+
+    enc = _random_corpus(3, n_docs=40)
+    batches = length_batches(enc, "hierarchical", 6)
+    order = np.concatenate(batches)
+    assert sorted(order.tolist()) == list(range(40)) and max(len(b) for b in batches) == 6
+    assert (np.diff(enc.max_sentence_lengths[order]) >= 0).all()
+    flat = np.concatenate(length_batches(enc, "flat", 6))
+    assert (np.diff(enc.token_counts[flat]) >= 0).all()
+
+
 def _untrained_run(name: str, folder):
     """A run folder of ``name`` at tiny sizes with random weights (the export needs no training)."""
     import torch

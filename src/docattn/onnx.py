@@ -76,13 +76,20 @@ class OnnxPredictor:
 
         return encode_corpus(to_corpus(texts), self.vocab, None)
 
-    def run(self, texts, outputs: tuple[str, ...] = ("probabilities",), batch_size: int = 64) -> list[list[np.ndarray]]:
-        """Per document, the named graph outputs (its own row of each); documents are batched by length."""
+    def run(
+        self, texts, outputs: tuple[str, ...] = ("probabilities",), batch_size: int | None = None
+    ) -> list[list[np.ndarray]]:
+        """Per document, the named graph outputs (its own row of each); documents are batched by length.
+
+        ``batch_size`` None: 16 documents a call for a hierarchical graph, which pads every sentence of a
+        call to the longest one (onnxruntime pays for each padded step), 64 for a flat one."""
         from docattn.export.arrays import batch_arrays, length_batches
 
         unknown = [o for o in outputs if o not in self.outputs]
         if unknown:
             raise ConfigError(f"the exported graph has no output {unknown[0]!r}; it has {', '.join(self.outputs)}")
+        if batch_size is None:
+            batch_size = 16 if self.layout == "hierarchical" else 64
         if batch_size < 1:
             raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
         enc = self.encode(texts)
@@ -94,11 +101,11 @@ class OnnxPredictor:
                 rows[int(d)] = [v[i] for v in values]
         return rows
 
-    def predict_proba(self, texts, batch_size: int = 64) -> np.ndarray:
+    def predict_proba(self, texts, batch_size: int | None = None) -> np.ndarray:
         """(n_documents, n_classes) probabilities, columns in ``classes_`` order."""
         return np.stack([r[0] for r in self.run(texts, ("probabilities",), batch_size)]).astype(np.float32)
 
-    def predict(self, texts, batch_size: int = 64) -> list:
+    def predict(self, texts, batch_size: int | None = None) -> list:
         """The most probable class of each document; multi-label: the list of classes over their thresholds."""
         probs = self.predict_proba(texts, batch_size)
         if self.labels.multi_label:

@@ -24,8 +24,11 @@ def batch_arrays(corpus: EncodedCorpus, documents, layout: str, limits: dict) ->
 
 
 def length_batches(corpus: EncodedCorpus, layout: str, batch_size: int) -> list[np.ndarray]:
-    """Documents in batches of similar size (less padding), every document once; results go back by index."""
+    """Documents in batches of similar size (less padding), every document once; results go back by index.
+
+    Hierarchical: by longest sentence first, since a graph pads every sentence of a batch to that width,
+    and the word level is most of the work; then by sentence count."""
     hierarchical = layout == "hierarchical"
-    keys = (corpus.max_sentence_lengths, corpus.sentence_counts) if hierarchical else (corpus.token_counts,)
+    keys = (corpus.sentence_counts, corpus.max_sentence_lengths) if hierarchical else (corpus.token_counts,)
     order = np.lexsort(keys)
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
