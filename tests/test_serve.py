@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -180,6 +181,31 @@ def test_micro_batching_gathers_concurrent_requests_into_one_call():
     calls.clear()
     asyncio.run(burst(0))
     assert sorted(calls) == [2] * 10  # micro_batch_ms=0: each request alone
+
+
+def test_requests_arriving_during_a_batch_form_the_next_one_and_batches_never_overlap():
+    calls, running, overlapped = [], [], []
+
+    def predict(docs):
+        running.append(1)
+        overlapped.append(len(running) > 1)
+        time.sleep(0.3)
+        calls.append(len(docs))
+        running.pop()
+        return np.zeros((len(docs), 2))
+
+    async def trickle():
+        batcher = MicroBatcher(predict, ThreadPoolExecutor(2), wait_ms=5, max_documents=4)
+        first = asyncio.ensure_future(batcher.submit(["a"]))
+        await asyncio.sleep(0.05)  # the first batch is running
+        later = []
+        for i in range(5):  # one every 20 ms, each past the 5 ms timer of the one before
+            later.append(asyncio.ensure_future(batcher.submit([f"d{i}"])))
+            await asyncio.sleep(0.02)
+        await asyncio.wait_for(asyncio.gather(first, *later), 10)
+
+    asyncio.run(trickle())
+    assert calls == [1, 4, 1] and not any(overlapped)  # the next batch holds at most max_documents
 
 
 def test_concurrent_strings_and_sentence_lists_do_not_share_a_batch(runs):

@@ -3,7 +3,9 @@
 A model's cost per batch is mostly fixed overhead on small requests, so 32 single-document requests
 gathered into one batch take little longer than one. The first request of a batch starts a timer of
 ``wait_ms``; the batch runs when the timer fires or when it holds ``max_documents``, in a worker
-thread, so the event loop keeps accepting requests meanwhile. ``wait_ms=0`` runs each request alone.
+thread, so the event loop keeps accepting requests meanwhile. One batch runs at a time: requests that
+arrive while it runs form the next one, which starts as soon as it ends (timer slices would otherwise
+queue behind the run's lock as many small batches). ``wait_ms=0`` runs each request alone.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class MicroBatcher:
         self._pending: list[tuple[list, asyncio.Future]] = []
         self._count = 0
         self._timer: asyncio.TimerHandle | None = None
-        self._tasks: set[asyncio.Task] = set()  # running batches, kept so none is collected mid-flight
+        self._running: asyncio.Task | None = None  # the batch in flight, kept so it is not collected mid-flight
 
     async def submit(self, documents: list) -> np.ndarray:
         loop = asyncio.get_running_loop()
@@ -37,21 +39,32 @@ class MicroBatcher:
         future = loop.create_future()
         self._pending.append((documents, future))
         self._count += len(documents)
-        if self._count >= self.max_documents:
-            self._flush()
-        elif self._timer is None:
-            self._timer = loop.call_later(self.wait_s, self._flush)
+        if self._running is None:  # otherwise the batch in flight starts this one when it ends
+            if self._count >= self.max_documents:
+                self._flush()
+            elif self._timer is None:
+                self._timer = loop.call_later(self.wait_s, self._flush)
         return await future
 
     def _flush(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        batch, self._pending, self._count = self._pending, [], 0
-        if batch:
-            task = asyncio.get_running_loop().create_task(self._run(batch))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        if self._running is not None or not self._pending:
+            return
+        # whole requests up to max_documents (at least one); the rest wait for the next batch
+        taken, total = 0, 0
+        while taken < len(self._pending) and (taken == 0 or total + len(self._pending[taken][0]) <= self.max_documents):
+            total += len(self._pending[taken][0])
+            taken += 1
+        batch, self._pending = self._pending[:taken], self._pending[taken:]
+        self._count -= total
+        self._running = asyncio.get_running_loop().create_task(self._run(batch))
+        self._running.add_done_callback(self._next)
+
+    def _next(self, _task: asyncio.Task) -> None:
+        self._running = None
+        self._flush()  # what arrived meanwhile has waited at least one batch: it runs now
 
     async def _run(self, batch: list[tuple[list, asyncio.Future]]) -> None:
         documents = [d for docs, _ in batch for d in docs]
