@@ -14,7 +14,7 @@ from docattn.data.encoding import EncodedCorpus, encode_corpus
 from docattn.data.prepare import DataSettings, PreparedData, prepare
 from docattn.data.text import SPECIAL_TOKENS, TextConfig, Vocabulary
 from docattn.errors import ConfigError, DataError, DocattnError, checked_values
-from docattn.training.config import TrainConfig
+from docattn.training.config import TrainConfig, wants_gpu
 
 _DATA_FIELDS = {f.name for f in fields(DataSettings)} - {"text"}
 _TEXT_FIELDS = {f.name for f in fields(TextConfig)}
@@ -57,12 +57,6 @@ def _check_model_options(model: str, options: dict) -> dict:
     return checked_values(type(config), options)
 
 
-def _wants_gpu(accelerator: str) -> bool:
-    import torch
-
-    return accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
-
-
 class DocumentClassifier:
     """Train any registered model on raw text; predict, explain, save and load it.
 
@@ -89,7 +83,7 @@ class DocumentClassifier:
         text_opts = {k: options.pop(k) for k in list(options) if k in _TEXT_FIELDS}
         recipe = train_opts.get("recipe", "auto")
         # the auto recipe's own settings for the family; on a CPU also the size it was measured at there
-        laid = spec.recipe_settings(recipe, gpu=bool(spec.cpu) and _wants_gpu(train_opts.get("accelerator", "auto")))
+        laid = spec.recipe_settings(recipe, gpu=bool(spec.cpu) and wants_gpu(train_opts.get("accelerator", "auto")))
         self.hparams = _check_model_options(
             model, {**{k: v for k, v in laid.items() if k not in TrainConfig.field_names()}, **options}
         )

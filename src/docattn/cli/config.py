@@ -58,6 +58,7 @@ def effective_settings(model: str | None, config: Path | None, cli: dict) -> lis
     from docattn.classifier import DocumentClassifier
     from docattn.cli.train import FILE_KEYS, check_file_options, given_options
     from docattn.models import create_model, get_spec
+    from docattn.training.config import wants_gpu
 
     given = given_options(config, {"model": model}, Reader(), cli)
     name = model_name(given.model or "han")
@@ -66,7 +67,7 @@ def effective_settings(model: str | None, config: Path | None, cli: dict) -> lis
     clf = DocumentClassifier(name, **given.options)
     spec, cfg = get_spec(name), clf.train_config
     # the CPU sizes apply as DocumentClassifier applies them: auto recipe, no GPU asked for or found
-    gpu = cfg.accelerator in ("gpu", "cuda") or (cfg.accelerator == "auto" and torch.cuda.is_available())
+    gpu = wants_gpu(cfg.accelerator)
     laid = spec.recipe_settings(cfg.recipe, gpu)
     registered = {**spec.training, **spec.defaults}
     if cfg.recipe == "auto" and "max_epochs" in registered:  # the registered length is the shortest run

@@ -14,6 +14,13 @@ MAX_SEED = 2**32 - 1  # what NumPy's and Lightning's seeding accept
 RECIPES = ("auto", "paper")
 
 
+def wants_gpu(accelerator: str) -> bool:
+    """Whether ``accelerator`` asks for a GPU: "gpu"/"cuda", or "auto" where CUDA is present."""
+    import torch
+
+    return accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+
+
 @dataclass
 class TrainConfig:
     # "auto": training length, early stopping, word2vec passes and class weights follow the data

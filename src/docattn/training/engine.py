@@ -39,7 +39,7 @@ from docattn.training.callbacks import (
     ResumePoint,
     ValidateLastStep,
 )
-from docattn.training.config import TrainConfig
+from docattn.training.config import TrainConfig, wants_gpu
 from docattn.training.inference import make_batch
 from docattn.training.loggers import build_loggers
 from docattn.training.run import METRICS, WEIGHTS, resume_checkpoint
@@ -414,8 +414,8 @@ class FitResult:
 def resolve_precision(cfg: TrainConfig) -> str:
     if cfg.precision:
         return cfg.precision
-    wants_gpu = cfg.accelerator in ("gpu", "cuda") or (cfg.accelerator == "auto" and torch.cuda.is_available())
-    return "bf16-mixed" if wants_gpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "32-true"
+    bf16 = wants_gpu(cfg.accelerator) and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return "bf16-mixed" if bf16 else "32-true"
 
 
 def _trainer(cfg: TrainConfig, callbacks: list, val_interval, bar: bool, run_dir: Path | None, loggers) -> L.Trainer:
