@@ -4,8 +4,9 @@ A model's cost per batch is mostly fixed overhead on small requests, so 32 singl
 gathered into one batch take little longer than one. The first request of a batch starts a timer of
 ``wait_ms``; the batch runs when the timer fires or when it holds ``max_documents``, in a worker
 thread, so the event loop keeps accepting requests meanwhile. One batch runs at a time: requests that
-arrive while it runs form the next one, which starts as soon as it ends (timer slices would otherwise
-queue behind the run's lock as many small batches). ``wait_ms=0`` runs each request alone.
+arrive while it runs wait for it, and the next batch starts ``wait_ms`` after it ends, so that the clients
+it answered can join (timer slices would otherwise queue behind the run's lock as many small batches, each
+paying a forward pass's fixed cost). ``wait_ms=0`` runs each request alone.
 """
 
 from __future__ import annotations
@@ -64,7 +65,12 @@ class MicroBatcher:
 
     def _next(self, _task: asyncio.Task) -> None:
         self._running = None
-        self._flush()  # what arrived meanwhile has waited at least one batch: it runs now
+        if self._count >= self.max_documents:
+            self._flush()
+        elif self._pending and self._timer is None:
+            # the clients just answered send again within the wait: their requests join the ones
+            # that arrived meanwhile, rather than wait behind a batch of those few
+            self._timer = asyncio.get_running_loop().call_later(self.wait_s, self._flush)
 
     async def _run(self, batch: list[tuple[list, asyncio.Future]]) -> None:
         documents = [d for docs, _ in batch for d in docs]
