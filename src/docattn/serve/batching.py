@@ -54,8 +54,8 @@ class MicroBatcher:
         if self._running is not None or not self._pending:
             return
         # whole requests up to max_documents (at least one); the rest wait for the next batch
-        taken, total = 0, 0
-        while taken < len(self._pending) and (taken == 0 or total + len(self._pending[taken][0]) <= self.max_documents):
+        taken, total = 1, len(self._pending[0][0])
+        while taken < len(self._pending) and total + len(self._pending[taken][0]) <= self.max_documents:
             total += len(self._pending[taken][0])
             taken += 1
         batch, self._pending = self._pending[:taken], self._pending[taken:]
