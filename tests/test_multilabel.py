@@ -142,6 +142,12 @@ def test_recipe_picks_micro_f1_and_positive_weights_for_label_matrices():
     assert cfg.class_weight is None
     balanced = class_weights(TrainConfig(class_weight="balanced"), matrix, ["a", "b", "c"])
     np.testing.assert_allclose(balanced, [1 / 3, 3.0, 1.0])  # negatives over positives; none of either: 1
+    # a penalised logistic regression per class (logreg, logreg-l1) gets the balanced weights under auto
+    cfg, weights = resolve(TrainConfig(), 4, 100, matrix, ["a", "b", "c"], penalised_per_class=True)
+    assert cfg.class_weight == "balanced"
+    np.testing.assert_allclose(weights, balanced)
+    assert class_weights(TrainConfig(recipe="paper"), matrix, ["a", "b", "c"], penalised_per_class=True) is None
+    assert class_weights(TrainConfig(class_weight=None), matrix, ["a", "b", "c"], penalised_per_class=True) is None
 
 
 def test_binary_cross_entropy_with_positive_weights_reaches_the_loss():
@@ -218,6 +224,7 @@ def test_classifier_fits_predicts_scores_and_saves_label_sets(tmp_path, model):
     loaded = DocumentClassifier.load(tmp_path / "run")
     np.testing.assert_allclose(loaded.labels.thresholds, clf.labels.thresholds)
     assert loaded.predict(texts[500:]) == predicted
+    assert clf.train_config.class_weight == ("balanced" if model == "logreg" else None)
     if model == "han":  # the guardrail compares micro-F1 at each one's tuned thresholds
         verdict = clf.results["guardrail"]
         assert "micro_f1" in verdict["model"] and "micro_f1" in verdict["baseline"]

@@ -157,6 +157,7 @@ class BagModel(nn.Module):
 
     layout = BAG
     weighs_classes = True  # fit_encoded honours class_weights (the fastText library cannot)
+    penalised_per_class = False  # see contract.OneShotModel
 
     def __init__(self, vocab_size: int, num_classes: int):
         super().__init__()
@@ -197,6 +198,10 @@ class TfidfBaseline(BagModel):
 
     def hparams(self) -> dict:
         return asdict(self.config)
+
+    @property
+    def penalised_per_class(self) -> bool:
+        return self.config.classifier == "logreg"
 
     @property
     def fitted(self) -> bool:

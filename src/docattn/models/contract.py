@@ -94,6 +94,9 @@ class OneShotModel(Protocol):
     layout: str
     num_classes: int
     weighs_classes: bool  # whether fit_encoded honours class_weights
+    # whether a multi-label fit is one penalised logistic regression per class: the auto recipe then weighs
+    # each class's positives up (training/recipe.py), or the penalty leaves a rare class predicted nowhere
+    penalised_per_class: bool
 
     def fit_encoded(self, enc, vocab=None, seed: int = 0, class_weights=None) -> OneShotModel:
         """Fit on a labelled ``EncodedCorpus``; returns the model."""

@@ -66,7 +66,8 @@ class TrainConfig:
     # when max_epochs is left to it, else never
     patience: int | None = None
     # loss weights per class: "balanced" (inverse frequency, as scikit-learn's), {label: weight}, None, or
-    # "auto": balanced where the largest class has over 3x the training documents of the smallest (auto recipe)
+    # "auto": balanced where the largest class has over 3x the training documents of the smallest (auto
+    # recipe); on multi-label data, balanced positives for the logistic regressions, none for the others
     class_weight: str | dict | None = "auto"
     # fit the tf-idf logistic regression on the same split beside every neural model and report both
     guardrail: bool = True

@@ -13,7 +13,9 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
 - word2vec passes: about ``word2vec_tokens`` tokens in all (5 to 50 passes), since a small corpus
   gives word2vec too few updates in gensim's 5 passes;
 - class weights: inverse frequency where the largest class has over 3x the documents of the smallest,
-  and then the best weights are the ones with the best macro-F1, not accuracy;
+  and then the best weights are the ones with the best macro-F1, not accuracy; on multi-label data, each
+  class's positives weighed by its negatives / positives for the logistic-regression baselines, whose
+  penalty otherwise sets a rare class's coefficients to nothing;
 - label smoothing 0.1 on single-label data: the training targets keep 10% of their probability spread
   over all classes, so a model stops pushing the training documents it already gets right (multi-label
   data keeps 0, since its per-class thresholds are tuned on the plain probabilities).
@@ -66,15 +68,19 @@ def word2vec_passes(cfg: TrainConfig, n_tokens: int) -> int:
     return int(min(high, max(low, math.ceil(cfg.word2vec_tokens / max(n_tokens, 1)))))
 
 
-def class_weights(cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashable]) -> np.ndarray | None:
+def class_weights(
+    cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashable], penalised_per_class: bool = False
+) -> np.ndarray | None:
     """Per-class loss weights for ``cfg.class_weight`` (None: unweighted); ``labels`` are class indices.
 
     Multi-label (a 0/1 matrix): the weights are binary cross-entropy's ``pos_weight``, "balanced" being each
-    class's negatives over its positives; "auto" leaves them off, since each class's decision threshold is
-    tuned on validation, which is what weights would otherwise make up for. Weights do not rescue the classes
-    too rare for a threshold either: on Reuters they cost han micro- and macro-F1 (benchmarks/README.md)."""
+    class's negatives over its positives. "auto" leaves them off for neural models, since each class's
+    decision threshold is tuned on validation, which is what weights would otherwise make up for; on Reuters
+    they cost han micro- and macro-F1. A model fitted as one penalised logistic regression per class
+    (``penalised_per_class``) gets "balanced": its penalty, not its threshold, is what leaves a class with a
+    handful of positives predicted nowhere (benchmarks/README.md, Reuters)."""
     if np.ndim(labels) == 2:
-        return _positive_weights(cfg, np.asarray(labels), classes)
+        return _positive_weights(cfg, np.asarray(labels), classes, penalised_per_class)
     counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=len(classes)).astype(np.float64)
     choice = cfg.class_weight
     if choice == "auto":
@@ -88,8 +94,12 @@ def class_weights(cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashab
     return _named_weights(choice, classes)
 
 
-def _positive_weights(cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashable]) -> np.ndarray | None:
+def _positive_weights(
+    cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashable], penalised_per_class: bool
+) -> np.ndarray | None:
     choice = cfg.class_weight
+    if choice == "auto" and cfg.recipe == "auto" and penalised_per_class:
+        choice = "balanced"
     if choice in ("auto", None):
         return None
     if choice == "balanced":  # negatives / positives; a class without positives (or negatives) keeps 1
@@ -112,10 +122,16 @@ def _named_weights(choice: dict, classes: Sequence[Hashable]) -> np.ndarray:
 
 
 def resolve(
-    cfg: TrainConfig, n_documents: int, n_tokens: int, labels: np.ndarray, classes: Sequence[Hashable]
+    cfg: TrainConfig,
+    n_documents: int,
+    n_tokens: int,
+    labels: np.ndarray,
+    classes: Sequence[Hashable],
+    penalised_per_class: bool = False,
 ) -> tuple[TrainConfig, np.ndarray | None]:
-    """(the config with every recipe-decided option made concrete, per-class loss weights or None)."""
-    weights = class_weights(cfg, labels, classes)
+    """(the config with every recipe-decided option made concrete, per-class loss weights or None);
+    ``penalised_per_class``: the model is one (``OneShotModel.penalised_per_class``)."""
+    weights = class_weights(cfg, labels, classes, penalised_per_class)
     epochs = planned_epochs(cfg, n_documents)
     patience = cfg.patience
     if patience is None and cfg.recipe == "auto" and cfg.max_epochs is None:  # epochs given: that many are trained

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -159,9 +159,10 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
     from docattn.training.run import WEIGHTS, save_run, save_weights
 
     train = data.splits["train"]
-    cfg, weights = resolve(clf.train_config, len(train), len(train.tokens), train.labels, clf.labels.classes)
-    clf.train_config = cfg  # the numbers this run trains with: config.json records them, --resume repeats them
     model = clf.model
+    penalised = is_one_shot(model) and model.penalised_per_class
+    cfg, weights = resolve(clf.train_config, len(train), len(train.tokens), train.labels, clf.labels.classes, penalised)
+    clf.train_config = cfg  # the numbers this run trains with: config.json records them, --resume repeats them
     results: dict = {"data": data.info, "recipe": _recipe_record(cfg, weights, clf.labels.classes)}
     from docattn.data.batching import truncated_documents
 
@@ -318,6 +319,10 @@ def fit_guardrail(data: PreparedData, cfg, weights) -> Guardrail:
         _, keep = stratified_split(train.labels, Guardrail.MAX_DOCUMENTS / len(train), seed=cfg.seed)
         train = train.subset(keep)
     model = create_model("logreg", vocab_size=len(data.vocab), num_classes=len(data.labels))
+    if weights is None and data.labels.multi_label:  # the weights logreg takes by default on such data
+        from docattn.training.recipe import class_weights
+
+        weights = class_weights(replace(cfg, class_weight="auto"), train.labels, data.labels.classes, True)
     model.fit_encoded(train, data.vocab, seed=cfg.seed, class_weights=weights)
     record: dict = {"model": "logreg", "documents": len(train), "sampled": sampled}
     labels = data.labels
