@@ -1,11 +1,16 @@
-"""Preparation at scale (issue 36): time, peak memory, cache size and reload time from 25k to 1M documents.
+"""Preparation at scale (issue 36): time, peak memory, cache size and reload time from 25k to 1M documents,
+and HAN's training speed and memory over the cache.
 
-    python benchmarks/scale.py [--sizes 25000,100000,250000] [--workers 1,2] [--chunk 10000] [--name imdb]
+    python benchmarks/scale.py [--sizes 25000,100000,250000] [--workers 1,2] [--chunk 10000] [--train-steps 0]
+                               [--name imdb]
 Builds CSV corpora of N documents from IMDB's 50,000 labelled reviews: document i is review i mod 50,000
 with its sentences in a seeded shuffled order and "copy k" (k = i // 50,000) appended, so no two documents
 are the same. Each preparation runs in a child process with a fresh cache (its peak RSS is the child's own,
 workers' separately); the reload is a second ``prepare_paths`` in another child. The machine is shared:
 the load average before and after each run is recorded beside the timings, and CPU seconds beside wall time.
+With ``--train-steps N`` a third child trains HAN (its defaults, random starting vectors: word2vec over the
+corpus is measured elsewhere) for N optimizer steps over the first preparation's memory-mapped cache, one
+thread, and records training docs/s, the final validation's time and the child's peak RSS.
 """
 
 from __future__ import annotations
@@ -45,6 +50,28 @@ print(json.dumps({
 }))
 """
 
+TRAIN_CHILD = """
+import json, resource, sys, time, warnings
+warnings.simplefilter("ignore")
+from docattn.classifier import DocumentClassifier
+from docattn.data.prepare import DataSettings, prepare_paths
+path, cache, chunk, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+data = prepare_paths(path, settings=DataSettings(prepare_chunk=chunk), cache_dir=cache)
+assert data.info["reused"], "the training child must find the cache the preparation wrote"
+t0 = time.perf_counter()
+clf = DocumentClassifier("han", max_steps=steps, embeddings="random", guardrail=False, progress=False)
+clf.fit_prepared(data)
+r = clf.results
+print(json.dumps({
+    "train_steps": r["history"][-1]["step"],
+    "train_docs_per_s": round(r["train_docs_per_s"], 1),
+    "train_seconds": round(r["train_seconds"], 1),
+    "fit_seconds": round(time.perf_counter() - t0, 1),
+    "validation_documents": data.info["documents"]["valid"],
+    "train_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+}))
+"""
+
 
 def imdb_reviews(archive: str) -> list[tuple[str, str]]:
     """The 50,000 labelled reviews (train and test), in archive order."""
@@ -71,23 +98,29 @@ def write_corpus(reviews: list[tuple[str, str]], n: int, path: Path) -> None:
             writer.writerow([" ".join(sentences) + f" copy {i // len(reviews)}", label])
 
 
-def run_child(args: list[str]) -> dict:
+def run_child(args: list[str], code: str = CHILD) -> dict:
     load = os.getloadavg()[0]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"preparation failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"child failed:\n{done.stderr[-3000:]}")
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "load_before": load, "load_after": os.getloadavg()[0]}
 
 
-def measure(path: Path, chunk: int, workers: int, work: Path) -> dict:
+def measure(path: Path, chunk: int, workers: int, work: Path, train_steps: int = 0) -> dict:
     cache = work / f"cache-{workers}"
     shutil.rmtree(cache, ignore_errors=True)
     first = run_child([str(path), str(cache), str(chunk), str(workers)])
     reload = run_child([str(path), str(cache), str(chunk), str(workers)])
     size = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
+    training = {}
+    if train_steps:
+        trained = run_child([str(path), str(cache), str(chunk), str(train_steps)], TRAIN_CHILD)
+        training = {k: v for k, v in trained.items() if not k.startswith("load")}
+        training["train_load"] = trained["load_before"]
     shutil.rmtree(cache, ignore_errors=True)
-    return {**first, "cache_mb": round(size / 2**20, 1), "reload_seconds": reload["seconds"], "workers": workers}
+    record = {**first, "cache_mb": round(size / 2**20, 1), "reload_seconds": reload["seconds"], "workers": workers}
+    return {**record, **training}
 
 
 def main() -> None:
@@ -96,6 +129,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="25000,100000,250000")
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--chunk", type=int, default=10_000)
+    ap.add_argument("--train-steps", type=int, default=0, help="also train HAN this many steps (first workers only)")
     ap.add_argument("--name", default="imdb")
     ap.add_argument("--work", default=None, help="folder for the corpora and caches (default: a temporary one)")
     args = ap.parse_args()
@@ -107,14 +141,16 @@ def main() -> None:
         path = work / f"imdb_{n}.csv"
         write_corpus(reviews, n, path)
         text_mb = round(path.stat().st_size / 2**20, 1)
-        for workers in (int(x) for x in args.workers.split(",")):
-            runs.append({"documents": n, "csv_mb": text_mb, **measure(path, args.chunk, workers, work)})
+        for i, workers in enumerate(int(x) for x in args.workers.split(",")):
+            steps = args.train_steps if i == 0 else 0
+            runs.append({"documents": n, "csv_mb": text_mb, **measure(path, args.chunk, workers, work, steps)})
             print(json.dumps(runs[-1]), flush=True)
         path.unlink()
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     (RESULTS / "scale").mkdir(parents=True, exist_ok=True)
-    write_result(f"scale/{args.name}", {"chunk": args.chunk, "cpu_count": os.cpu_count(), "runs": runs})
+    record = {"chunk": args.chunk, "train_steps": args.train_steps, "cpu_count": os.cpu_count(), "runs": runs}
+    write_result(f"scale/{args.name}", record)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ TRAINING_GROUPS = {
         "epoch_limit",
         "patience",
         "max_time",
+        "max_steps",
         "monitor",
         "batch_size",
         "optimizer",

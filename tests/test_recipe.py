@@ -104,6 +104,17 @@ def test_a_small_data_set_trains_to_its_planned_steps_with_the_rate_ending_near_
     assert clf.results["recipe"]["max_epochs"] == clf.train_config.max_epochs
 
 
+def test_max_steps_ends_the_run_mid_epoch_with_its_last_weights_validated():
+    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
+    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+    clf = DocumentClassifier(
+        "han", embeddings="random", max_steps=5, val_every_n_steps=2, batch_size=16, guardrail=False, **TINY
+    ).fit_prepared(data)
+    assert [row["step"] for row in clf.results["history"]] == [2, 4, 5]  # 12 steps an epoch: stopped in the first
+    with pytest.raises(ConfigError, match="max_steps"):
+        TrainConfig(max_steps=0)
+
+
 def test_early_stopping_waits_for_the_minimum_steps():
     sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
     data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))

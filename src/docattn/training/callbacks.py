@@ -177,7 +177,8 @@ class ValidateLastStep(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         last_epoch = trainer.max_epochs is not None and 0 < trainer.max_epochs <= trainer.current_epoch + 1
-        if last_epoch and batch_idx + 1 == trainer.num_training_batches:
+        last_step = 0 < trainer.max_steps <= trainer.global_step  # max_steps ends the run mid-epoch
+        if last_step or (last_epoch and batch_idx + 1 == trainer.num_training_batches):
             trainer.should_stop = True
 
 

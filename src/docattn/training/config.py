@@ -32,6 +32,9 @@ class TrainConfig:
     min_steps: int = 1000
     min_epochs: int = 1  # auto: the fewest epochs (set from the model's registered epochs)
     epoch_limit: int = 50  # auto: the most epochs, however small the data
+    # stop after this many optimizer steps whatever the epochs planned (a trial run, a speed measurement on a
+    # large corpus); the schedule keeps the planned length, so its rate does not reach its end; None: no limit
+    max_steps: int | None = None
     batch_size: int = 64  # documents per batch (HAN: 64)
     optimizer: str = "adam"  # "sgd" (momentum), "adam", "adamw"
     lr: float = 1e-3  # learning rate (the model's registered one where it has one)
@@ -142,7 +145,7 @@ class TrainConfig:
             raise ConfigError(f"seed must be from 0 to {MAX_SEED}, got {self.seed}")
         if not 0 < self.lr < math.inf:
             raise ConfigError(f"lr must be a number above 0, got {self.lr}")
-        for name in ("max_time", "val_every_n_steps", "embedding_lr", "num_nodes", "word2vec_epochs"):
+        for name in ("max_time", "max_steps", "val_every_n_steps", "embedding_lr", "num_nodes", "word2vec_epochs"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"{name} must be above 0 (or left unset), got {value}")

@@ -421,6 +421,7 @@ def resolve_precision(cfg: TrainConfig) -> str:
 def _trainer(cfg: TrainConfig, callbacks: list, val_interval, bar: bool, run_dir: Path | None, loggers) -> L.Trainer:
     return L.Trainer(
         max_epochs=cfg.max_epochs,
+        max_steps=cfg.max_steps or -1,  # -1: Lightning's "no limit"
         accelerator=cfg.accelerator,
         devices=cfg.devices,
         num_nodes=cfg.num_nodes,
