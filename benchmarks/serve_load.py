@@ -104,8 +104,9 @@ async def load(port: int, texts: list[str], clients: int, seconds: float, max_re
             sent += 1
             t0 = time.perf_counter()
             try:
-                body = {"texts": [texts[(k * per + j) % len(texts)] for j in range(per)]} if per > 1 else None
-                status, _ = await asyncio.wait_for(conn.post("/predict", body or {"text": texts[k % len(texts)]}), 60)
+                docs = [texts[(k * per + j) % len(texts)] for j in range(per)]
+                body = {"texts": docs} if per > 1 else {"text": docs[0]}
+                status, _ = await asyncio.wait_for(conn.post("/predict", body), 60)
                 ok, kind = status == 200, str(status)
             except (OSError, ValueError, IndexError, asyncio.IncompleteReadError, asyncio.TimeoutError) as err:
                 ok, kind = False, type(err).__name__
