@@ -55,6 +55,17 @@ def test_lowercased_text_is_split_like_cased_text():
     assert TextConfig.from_json({"lowercase": True, "paragraphs": True}).caseless_sentences is False  # saved before
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(list("ab z.!?\n,'\"(é漢ß😀\x85") + ["Mr. ", "U.S. ", ". A"]), min_size=1).map("".join))
+def test_sentence_offsets_are_blingfires_own(text):
+    """The vectorised byte-to-character mapping gives what blingfire's per-byte Python loop gives."""
+    import blingfire
+
+    from docattn.data.text import _sentence_offsets
+
+    assert _sentence_offsets(text) == [tuple(o) for o in blingfire.text_to_sentences_and_offsets(text)[1]]
+
+
 def test_text_settings_saved_before_paragraphs_existed_keep_their_splitting():
     old = {"lowercase": True, "hcan_clean": False, "split_sentences": True, "unicode_normalize": True}
     assert TextConfig.from_json(old).paragraphs is False
