@@ -44,6 +44,7 @@ TRAINING_GROUPS = {
         "grad_clip",
         "ema_decay",
         "class_weight",
+        "refit_output",
         "val_every_n_steps",
         "val_per_epoch",
         "guardrail",

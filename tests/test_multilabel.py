@@ -225,6 +225,9 @@ def test_classifier_fits_predicts_scores_and_saves_label_sets(tmp_path, model):
     np.testing.assert_allclose(loaded.labels.thresholds, clf.labels.thresholds)
     assert loaded.predict(texts[500:]) == predicted
     assert clf.train_config.class_weight == ("balanced" if model == "logreg" else None)
+    assert clf.train_config.refit_output is (model == "han")  # the neural model's output layer, under auto
+    if model == "han":  # the refit is recorded, kept or not; the loaded run predicted as the fitted one above
+        assert set(clf.results["refit_output"]["valid"]) == {"trained", "refit"}
     if model == "han":  # the guardrail compares micro-F1 at each one's tuned thresholds
         verdict = clf.results["guardrail"]
         assert "micro_f1" in verdict["model"] and "micro_f1" in verdict["baseline"]

@@ -69,7 +69,11 @@ def pooling_kinds(levels: tuple[str, ...], pooling: str) -> tuple[AttentionKind,
 
 @runtime_checkable
 class NeuralModel(Protocol):
-    """A model the training engine trains batch by batch (an ``nn.Module``)."""
+    """A model the training engine trains batch by batch (an ``nn.Module``).
+
+    One the engine trains (not a bag model, which answers ``forward`` too) also has ``classifier``, its
+    output layer ``nn.Linear(features, num_classes)``: logits are ``classifier(document vector)``, and
+    multi-label training starts its biases at the class priors and may refit it (training/refit.py)."""
 
     layout: str  # HIERARCHICAL or FLAT: the batches ``forward`` takes
     num_classes: int

@@ -72,6 +72,10 @@ class TrainConfig:
     # "auto": balanced where the largest class has over 3x the training documents of the smallest (auto
     # recipe); on multi-label data, balanced positives for the logistic regressions, none for the others
     class_weight: str | dict | None = "auto"
+    # multi-label: after training, refit a neural model's output layer on its own document vectors as one
+    # penalised logistic regression per class with balanced positives (training/refit.py);
+    # None: on under the auto recipe for multi-label data, off elsewhere
+    refit_output: bool | None = None
     # fit the tf-idf logistic regression on the same split beside every neural model and report both
     guardrail: bool = True
     seed: int = 0  # weights, batch order, dropout and word2vec; the split has its own split_seed

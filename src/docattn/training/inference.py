@@ -50,6 +50,30 @@ def predict_logits(
     return out
 
 
+@torch.inference_mode()
+def document_vectors(
+    model, corpus: EncodedCorpus, batch_size: int = 256, limits: dict | None = None, device=None
+) -> np.ndarray:
+    """(n_documents, features) what the model's output layer (``model.classifier``) reads, in corpus order."""
+    limits = limits or {}
+    device = device or next(model.parameters()).device
+    head = model.classifier
+    was_training = model.training
+    model.eval()
+    out = np.zeros((len(corpus), head.in_features), dtype=np.float32)
+    seen: list[torch.Tensor] = []
+    handle = head.register_forward_pre_hook(lambda _layer, args: seen.append(args[0]))
+    try:
+        for batch in iter_batches(corpus, model.layout, batch_size, limits):
+            seen.clear()
+            model(batch.to(device))
+            out[batch.documents.numpy()] = seen[-1].float().cpu().numpy()
+    finally:
+        handle.remove()
+        model.train(was_training)
+    return out
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     z = logits - logits.max(axis=1, keepdims=True)
     e = np.exp(z)

@@ -16,12 +16,15 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
   and then the best weights are the ones with the best macro-F1, not accuracy; on multi-label data, each
   class's positives weighed by its negatives / positives for the logistic-regression baselines, whose
   penalty otherwise sets a rare class's coefficients to nothing;
+- output layer refit on multi-label data (neural models): after training, each class's row of the output
+  layer is refit on the model's own document vectors as the logistic-regression baseline fits its own
+  (``training/refit.py``): the trained rows never ranked a class with a handful of training documents high;
 - label smoothing 0.1 on single-label data: the training targets keep 10% of their probability spread
   over all classes, so a model stops pushing the training documents it already gets right (multi-label
   data keeps 0, since its per-class thresholds are tuned on the plain probabilities).
 
 The "paper" recipe keeps each model's registered settings: fixed epochs, no early stopping, 5 word2vec
-passes, no class weights, no label smoothing, accuracy. The auto recipe also lays each family's own
+passes, no class weights, no label smoothing, no refit, accuracy. The auto recipe also lays each family's own
 settings (``ModelSpec.auto``, ``ModelSpec.cpu``) over its registered ones.
 """
 
@@ -128,9 +131,11 @@ def resolve(
     labels: np.ndarray,
     classes: Sequence[Hashable],
     penalised_per_class: bool = False,
+    neural: bool = True,
 ) -> tuple[TrainConfig, np.ndarray | None]:
     """(the config with every recipe-decided option made concrete, per-class loss weights or None);
-    ``penalised_per_class``: the model is one (``OneShotModel.penalised_per_class``)."""
+    ``penalised_per_class``: the model is one (``OneShotModel.penalised_per_class``); ``neural``: trained by
+    the engine, with an output layer to refit."""
     weights = class_weights(cfg, labels, classes, penalised_per_class)
     epochs = planned_epochs(cfg, n_documents)
     patience = cfg.patience
@@ -149,6 +154,12 @@ def resolve(
     weight_option = cfg.class_weight
     if weight_option == "auto":
         weight_option = "balanced" if weights is not None else None
+    multi_label = np.ndim(labels) == 2
+    refit = cfg.refit_output
+    if refit and not multi_label:
+        raise ConfigError("refit_output refits a multi-label model's output layer; this data has one label a document")
+    if refit is None:
+        refit = cfg.recipe == "auto" and multi_label and neural
     # the epochs given: that length is the plan, and early stopping (--patience) may end it at any step
     min_steps = cfg.min_steps if cfg.max_epochs is None else 0
     resolved = replace(
@@ -160,5 +171,6 @@ def resolve(
         word2vec_epochs=word2vec_passes(cfg, n_tokens),
         min_steps=min_steps,
         label_smoothing=smoothing,
+        refit_output=bool(refit and neural),
     )
     return resolved, weights

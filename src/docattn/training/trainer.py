@@ -161,7 +161,10 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
     train = data.splits["train"]
     model = clf.model
     penalised = is_one_shot(model) and model.penalised_per_class
-    cfg, weights = resolve(clf.train_config, len(train), len(train.tokens), train.labels, clf.labels.classes, penalised)
+    neural = not is_one_shot(model)
+    cfg, weights = resolve(
+        clf.train_config, len(train), len(train.tokens), train.labels, clf.labels.classes, penalised, neural
+    )
     clf.train_config = cfg  # the numbers this run trains with: config.json records them, --resume repeats them
     results: dict = {"data": data.info, "recipe": _recipe_record(cfg, weights, clf.labels.classes)}
     from docattn.data.batching import truncated_documents
@@ -205,6 +208,15 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
 
         res = fit(model, train, data.splits["valid"], cfg, clf.limits, run_dir, resume, on_best, class_weights=weights)
         results.update(fit_record(res))
+        if cfg.refit_output:
+            from docattn.training.recipe import class_weights
+            from docattn.training.refit import refit_output_layer
+
+            # the refit is a penalised fit per class: its positives weighed as the logistic-regression baseline's
+            positives = class_weights(clf._requested, train.labels, clf.labels.classes, penalised_per_class=True)
+            results["refit_output"] = refit_output_layer(
+                clf, train, data.splits["valid"], positives, cfg.seed, every_document_labelled(train)
+            )
     if clf.labels.multi_label:  # thresholds from validation, then validation scored with them (optimistic)
         results["thresholds"] = set_thresholds(clf, data.splits["valid"])
         clf.labels.at_least_one = every_document_labelled(data.splits["train"])
