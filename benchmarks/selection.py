@@ -1,6 +1,6 @@
 """Which validation score should pick a run's kept weights? Paired: one training, every rule tested.
 
-    python benchmarks/selection.py --data PATH (--test PATH | --test-fraction F) [--model han] [--seeds 0,1,2]
+    python benchmarks/selection.py --data PATH [--test PATH | --test-fraction F] [--model han] [--seeds 0,1,2]
                                    [--set key=value ...] --name NAME
 
 Each seed trains once at the defaults (with the options of ``--set``). Beside the run's own best weights,
@@ -15,6 +15,7 @@ Results: benchmarks/results/<name>.json, with the command and the machine.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -54,6 +55,7 @@ def trial(args, seed: int, options: dict) -> dict:
         options = {**options, "test_fraction": args.test_fraction}
     clf = DocumentClassifier(args.model, seed=seed, progress=False, progress_lines=True, **options)
     data = PathData(args.data, args.test)(clf.data_settings)
+
     class RuleWeights(BestWeights):
         @property
         def state_key(self) -> str:  # Lightning keys callback state by type: one key per rule
@@ -99,28 +101,21 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--name", required=True)
     args = ap.parse_args()
-    if (args.test is None) == (args.test_fraction is None):
-        raise SystemExit("give --test or --test-fraction")
+    if args.test is not None and args.test_fraction is not None:
+        raise SystemExit("give --test or --test-fraction, not both (neither: the data's own test split)")
     from docattn.cli.options import parse_sets  # the same parsing as docattn train --set
 
     options = parse_sets(args.set)
-    trials = [trial(args, int(s), options) for s in args.seeds.split(",")]
-    summary = {}
-    for rule in (*RULES, "last"):
-        acc = np.array([t["rules"][rule]["test_accuracy"] for t in trials]) * 100
-        summary[rule] = {"mean_accuracy": round(float(acc.mean()), 2), "per_seed": [round(float(a), 2) for a in acc]}
-    write_result(
-        args.name,
-        {
-            "data": args.data,
-            "test": args.test,
-            "test_fraction": args.test_fraction,
-            "model": args.model,
-            "options": options,
-            "summary": summary,
-            "trials": trials,
-        },
-    )
+    trials = []
+    for seed in args.seeds.split(","):  # the results so far are written after each seed: a stopped study keeps them
+        trials.append(trial(args, int(seed), options))
+        summary = {}
+        for rule in (*RULES, "last"):
+            acc = np.array([t["rules"][rule]["test_accuracy"] for t in trials]) * 100
+            summary[rule] = {"mean_accuracy": round(float(acc.mean()), 2), "per_seed": np.round(acc, 2).tolist()}
+        payload = {"data": args.data, "test": args.test, "test_fraction": args.test_fraction, "model": args.model}
+        write_result(args.name, {**payload, "options": options, "summary": summary, "trials": trials}, quiet=True)
+    print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":
