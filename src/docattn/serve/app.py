@@ -142,6 +142,12 @@ def create_app(
 
         torch.set_num_threads(torch_threads)
     served = {name: ServedRun.load(name, Path(p)) for name, p in zip(unique_names([Path(p) for p in runs]), runs)}
+    import gc
+
+    # the loaded runs (torch, the models, vocabularies) live as long as the server: kept out of the collector's
+    # full passes, which otherwise walk them all while requests wait (gc.freeze, Python 3.7+)
+    gc.collect()
+    gc.freeze()
     executor = ThreadPoolExecutor(max_workers=max(threads, 1), thread_name_prefix="docattn-model")
     # one batcher per run and kind of document: raw strings and sentence lists cannot share a corpus
     batchers = {
