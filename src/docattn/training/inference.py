@@ -33,20 +33,26 @@ def iter_batches(corpus: EncodedCorpus, layout: str, batch_size: int, limits: di
         yield make_batch(corpus, docs, layout, limits)
 
 
+def _evaluated(model, corpus: EncodedCorpus, batch_size: int, limits: dict | None, device) -> Iterator:
+    """(documents, batch on the model's device) over the corpus, the model in eval mode meanwhile."""
+    device = device or next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        for batch in iter_batches(corpus, model.layout, batch_size, limits or {}):
+            yield batch.documents.numpy(), batch.to(device)
+    finally:
+        model.train(was_training)
+
+
 @torch.inference_mode()
 def predict_logits(
     model, corpus: EncodedCorpus, batch_size: int = 256, limits: dict | None = None, device=None
 ) -> np.ndarray:
     """(n_documents, n_classes) logits in corpus order."""
-    limits = limits or {}
-    device = device or next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     out = np.zeros((len(corpus), model.num_classes), dtype=np.float32)
-    for batch in iter_batches(corpus, model.layout, batch_size, limits):
-        docs = batch.documents.numpy()
-        out[docs] = model(batch.to(device)).logits.float().cpu().numpy()
-    model.train(was_training)
+    for docs, batch in _evaluated(model, corpus, batch_size, limits, device):
+        out[docs] = model(batch).logits.float().cpu().numpy()
     return out
 
 
@@ -55,22 +61,17 @@ def document_vectors(
     model, corpus: EncodedCorpus, batch_size: int = 256, limits: dict | None = None, device=None
 ) -> np.ndarray:
     """(n_documents, features) what the model's output layer (``model.classifier``) reads, in corpus order."""
-    limits = limits or {}
-    device = device or next(model.parameters()).device
     head = model.classifier
-    was_training = model.training
-    model.eval()
     out = np.zeros((len(corpus), head.in_features), dtype=np.float32)
     seen: list[torch.Tensor] = []
     handle = head.register_forward_pre_hook(lambda _layer, args: seen.append(args[0]))
     try:
-        for batch in iter_batches(corpus, model.layout, batch_size, limits):
+        for docs, batch in _evaluated(model, corpus, batch_size, limits, device):
             seen.clear()
-            model(batch.to(device))
-            out[batch.documents.numpy()] = seen[-1].float().cpu().numpy()
+            model(batch)
+            out[docs] = seen[-1].float().cpu().numpy()
     finally:
         handle.remove()
-        model.train(was_training)
     return out
 
 
