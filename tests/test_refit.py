@@ -1,4 +1,4 @@
-"""The multi-label output layer refit: the vectors it reads, when the recipe asks for it, and its validation guard."""
+"""The multi-label output layer refit: the vectors it reads, when the recipe asks for it, what it records."""
 
 from __future__ import annotations
 
@@ -90,6 +90,20 @@ def test_past_its_cap_the_refit_reads_a_seeded_sample(fitted, monkeypatch):
             clf.model.classifier.bias.copy_(saved[1])
 
 
+def test_a_capped_sample_is_stratified_seeded_and_keeps_every_class():
+    from docattn.data.splits import capped_sample
+
+    labels = np.zeros((1000, 3), dtype=np.int8)
+    labels[:, 0] = 1
+    labels[::10, 1] = 1  # 100 documents
+    labels[[7, 512], 2] = 1  # 2 documents: a uniform 10% sample would miss both most of the time
+    sample = capped_sample(labels, 100, seed=0)
+    assert abs(len(sample) - 100) <= 2 and np.all(np.diff(sample) > 0)
+    assert labels[sample, 2].sum() >= 1 and abs(int(labels[sample, 1].sum()) - 10) <= 1
+    np.testing.assert_array_equal(sample, capped_sample(labels, 100, seed=0))
+    np.testing.assert_array_equal(capped_sample(labels, 5000), np.arange(1000))
+
+
 def test_the_recipe_refits_neural_multi_label_models_only():
     from docattn.training.config import TrainConfig
     from docattn.training.recipe import resolve
@@ -100,6 +114,8 @@ def test_the_recipe_refits_neural_multi_label_models_only():
     assert resolve(TrainConfig(), 4, 100, matrix, classes, neural=False)[0].refit_output is False
     assert resolve(TrainConfig(recipe="paper"), 4, 100, matrix, classes)[0].refit_output is False
     assert resolve(TrainConfig(refit_output=False), 4, 100, matrix, classes)[0].refit_output is False
+    # a run saved before the option existed goes on without it when resumed
+    assert TrainConfig.from_json({"recipe": "auto"}).refit_output is False
     single = np.array([0, 1, 1, 0])
     assert resolve(TrainConfig(), 4, 100, single, classes)[0].refit_output is False
     with pytest.raises(ConfigError, match="multi-label"):

@@ -38,6 +38,17 @@ def label_codes(labels: Sequence[Hashable]) -> np.ndarray:
     return np.unique(np.asarray([str(x) for x in labels]), return_inverse=True)[1].reshape(-1)
 
 
+def capped_sample(labels, cap: int, seed: int = 0) -> np.ndarray:
+    """Sorted indices of about ``cap`` documents, stratified as ``stratified_split`` (label sets on their rarest
+    label), every class keeping at least one document: what a fit over a large training split reads (the
+    guardrail's logistic regression, the multi-label refit). Every document when there are no more than ``cap``."""
+    n = len(labels)
+    if n <= cap:
+        return np.arange(n)
+    kept, _ = stratified_split(labels, 1.0 - cap / n, seed)  # a class too small to split stays on the kept side
+    return kept
+
+
 def stratified_split_codes(codes: np.ndarray, fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``stratified_split`` of labels given as ``label_codes``; a subset's codes may skip numbers (chunked
     preparation codes labels once for the whole input), so they are renumbered densely first."""

@@ -181,6 +181,8 @@ class TrainConfig:
         names = {f.name for f in fields(cls)}
         if "recipe" not in data:  # saved before recipes: trained for fixed epochs, unweighted, by accuracy
             data = {"recipe": "paper", "class_weight": None, "monitor": "val_acc", "guardrail": False, **data}
+        if "refit_output" not in data:  # saved before the refit existed: a resumed run goes on without it
+            data = {**data, "refit_output": False}
         kept = {k: v for k, v in data.items() if k in names}
         # a run that logged to MLflow or W&B still loads (to predict, evaluate, explain) where neither is installed
         logger = checked_logger(kept.pop("logger", None), installed=False)

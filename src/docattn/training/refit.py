@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-MAX_DOCUMENTS = 50_000  # past this, a seeded sample of the training split: the vectors are documents x features
+MAX_DOCUMENTS = 50_000  # past this, a seeded stratified sample of the training split (vectors: documents x features)
 C = 1.0  # scikit-learn's default penalty, as the logreg baseline's
 
 
@@ -34,10 +34,11 @@ def refit_output_layer(
     t0 = time.perf_counter()
     head = clf.model.classifier
     sampled = len(train) > MAX_DOCUMENTS
-    if sampled:
-        rows = np.random.default_rng(seed).choice(len(train), MAX_DOCUMENTS, replace=False)
-        train = train.subset(np.sort(rows))
-    X = document_vectors(clf.model, train, limits=clf.limits)
+    if sampled:  # stratified on each document's rarest label: a rare class keeps positives to be refit on
+        from docattn.data.splits import capped_sample
+
+        train = train.subset(capped_sample(train.labels, MAX_DOCUMENTS, seed))
+    X = document_vectors(clf.model, train, limits=clf.limits).astype(np.float64)  # lbfgs's dtype, converted once
     trained = tuple(p.detach().cpu().numpy().astype(np.float64) for p in (head.weight, head.bias))
     weight, bias, refit = _per_class(X, np.asarray(train.labels, dtype=bool), positive_weights, *trained)
     with torch.no_grad():

@@ -208,12 +208,16 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
 
         res = fit(model, train, data.splits["valid"], cfg, clf.limits, run_dir, resume, on_best, class_weights=weights)
         results.update(fit_record(res))
-        if cfg.refit_output:
+        if cfg.refit_output and results.get("is_global_zero", True):  # only rank 0's model is saved
             from docattn.training.recipe import class_weights
             from docattn.training.refit import refit_output_layer
 
-            # the refit is a penalised fit per class: its positives weighed as the logistic-regression baseline's
-            positives = class_weights(clf._requested, train.labels, clf.labels.classes, penalised_per_class=True)
+            # a penalised fit per class: positives weighed as the logistic-regression baseline's ("auto" under the
+            # auto recipe is balanced; resolve leaves None for a neural model's loss, and a resumed run reads that)
+            weighting = replace(cfg, class_weight=cfg.class_weight or "auto")
+            positives = class_weights(weighting, train.labels, clf.labels.classes, penalised_per_class=True)
+            if str(results.get("device", "cpu")).startswith("cuda"):
+                model.to(results["device"])  # Lightning hands the model back on the CPU: the vectors where it trained
             results["refit_output"] = refit_output_layer(
                 clf, train, data.splits["valid"], positives, cfg.seed, every_document_labelled(train)
             )
@@ -326,10 +330,9 @@ def fit_guardrail(data: PreparedData, cfg, weights) -> Guardrail:
     train = data.splits["train"]
     sampled = len(train) > Guardrail.MAX_DOCUMENTS
     if sampled:
-        from docattn.data.splits import stratified_split
+        from docattn.data.splits import capped_sample
 
-        _, keep = stratified_split(train.labels, Guardrail.MAX_DOCUMENTS / len(train), seed=cfg.seed)
-        train = train.subset(keep)
+        train = train.subset(capped_sample(train.labels, Guardrail.MAX_DOCUMENTS, cfg.seed))
     model = create_model("logreg", vocab_size=len(data.vocab), num_classes=len(data.labels))
     if weights is None and data.labels.multi_label:  # the weights logreg takes by default on such data
         from docattn.training.recipe import class_weights
