@@ -120,13 +120,15 @@ def _sentence_offsets(text: str) -> list[tuple[int, int]]:
     )
     if found == -1 or found > size:
         return []
-    n = out.value.count(b"\n") + 1
+    n = min(out.value.count(b"\n") + 1, size)
+    byte_starts = np.frombuffer(starts, dtype=np.int32, count=n)
+    byte_ends = np.frombuffer(ends, dtype=np.int32, count=n)
+    if n and (min(byte_starts.min(), byte_ends.min()) < 0 or max(byte_starts.max(), byte_ends.max()) >= len(raw)):
+        return [tuple(o) for o in blingfire.text_to_sentences_and_offsets(text)[1]]  # never seen: its own answer
     # characters begun up to each byte (a UTF-8 character begins at every byte that is not 10xxxxxx);
     # a sentence starts at its first byte's character and ends after its last byte's (end offsets are inclusive)
     begun = np.cumsum((np.frombuffer(raw, dtype=np.uint8) & 0xC0) != 0x80)
-    first = begun[np.frombuffer(starts, dtype=np.int32, count=n)] - 1
-    after = begun[np.frombuffer(ends, dtype=np.int32, count=n)]
-    return list(zip(first.tolist(), after.tolist()))
+    return list(zip((begun[byte_starts] - 1).tolist(), begun[byte_ends].tolist()))
 
 
 def split_sentences(text: str, paragraphs: bool = True, caseless: bool = True) -> list[str]:
