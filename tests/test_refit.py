@@ -48,6 +48,30 @@ def test_document_vectors_are_what_the_output_layer_reads(fitted):
     np.testing.assert_allclose(vectors @ weight.numpy().T + bias.numpy(), logits, atol=1e-5)
 
 
+def test_reading_vectors_or_logits_leaves_the_model_in_its_mode(fitted):
+    from docattn.training.inference import document_vectors, predict_logits
+
+    clf, data = fitted
+    model, valid = clf.model, data.splits["valid"]
+    for read in (document_vectors, predict_logits):
+        model.train()
+        read(model, valid, limits=clf.limits)
+        assert model.training, read.__name__
+        model.eval()
+        read(model, valid, limits=clf.limits)
+        assert not model.training, read.__name__
+    with torch.no_grad():  # a forward pass that raises: the mode is restored all the same
+        model.train()
+        hook = model.classifier.register_forward_hook(lambda *_: (_ for _ in ()).throw(RuntimeError("boom")))
+        try:
+            with pytest.raises(RuntimeError, match="boom"):
+                predict_logits(model, valid, limits=clf.limits)
+        finally:
+            hook.remove()
+        assert model.training
+    model.eval()
+
+
 def test_a_row_that_never_predicts_its_class_is_refit(fitted):
     from docattn.training.refit import refit_output_layer
 

@@ -60,6 +60,9 @@ def refit_output_layer(
 def _per_class(X: np.ndarray, Y: np.ndarray, positive_weights, weight: np.ndarray, bias: np.ndarray):
     """(weight, bias, classes refit): each class with positive and negative training documents refit; a class
     without either keeps its trained row (the baseline gives such a class a constant answer)."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
     weight, bias, refit = weight.copy(), bias.copy(), 0
@@ -69,7 +72,9 @@ def _per_class(X: np.ndarray, Y: np.ndarray, positive_weights, weight: np.ndarra
             continue
         sample_weight = None if positive_weights is None else np.where(y, positive_weights[c], 1.0)
         # lbfgs on dense vectors, one thread: liblinear is for the baseline's sparse tf-idf columns
-        lr = LogisticRegression(C=C, max_iter=1000).fit(X, y, sample_weight=sample_weight)
+        with warnings.catch_warnings():  # a row short of lbfgs's tolerance after 1,000 steps still ranks its class
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            lr = LogisticRegression(C=C, max_iter=1000).fit(X, y, sample_weight=sample_weight)
         weight[c], bias[c], refit = lr.coef_[0], lr.intercept_[0], refit + 1
     return weight, bias, refit
 
