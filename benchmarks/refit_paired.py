@@ -7,7 +7,7 @@ Each RUN is a run folder of a multi-label neural model whose output layer was no
 settings (the same seeded split), its test split scored with the trained rows, then
 ``training.refit.refit_output_layer`` (what ``train`` runs) refits the rows and the test split is scored
 again; thresholds are tuned on validation both times, as ``train`` tunes them. ``--data`` is the data the run
-was trained on; the positives are weighed as the auto recipe weighs them (balanced). Results:
+was trained on; the positives are weighed as ``train`` weighs them (``recipe.per_class_fit_weights``). Results:
 benchmarks/results/<name>.json with the command and the machine.
 """
 
@@ -26,8 +26,7 @@ from common import write_result  # noqa: E402
 def paired(run: Path, data_path: str) -> dict:
     from docattn.benchmark import PathData
     from docattn.classifier import DocumentClassifier
-    from docattn.training.config import TrainConfig
-    from docattn.training.recipe import class_weights
+    from docattn.training.recipe import per_class_fit_weights
     from docattn.training.refit import refit_output_layer
     from docattn.training.trainer import evaluate_encoded, every_document_labelled, set_thresholds
 
@@ -42,8 +41,7 @@ def paired(run: Path, data_path: str) -> dict:
 
     clf.labels.at_least_one = every_document_labelled(train)
     trained = scored()
-    balanced = TrainConfig(class_weight="balanced")  # what the auto recipe gives the refit
-    positives = class_weights(balanced, np.asarray(train.labels), clf.labels.classes, penalised_per_class=True)
+    positives = per_class_fit_weights(clf.train_config, np.asarray(train.labels), clf.labels.classes)
     record = refit_output_layer(clf, train, valid, positives, clf.train_config.seed, clf.labels.at_least_one)
     refit = scored()
     print(f"{run}: test {trained} trained rows, {refit} refit", flush=True)

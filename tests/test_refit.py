@@ -138,6 +138,14 @@ def test_the_recipe_refits_neural_multi_label_models_only():
     assert resolve(TrainConfig(), 4, 100, matrix, classes, neural=False)[0].refit_output is False
     assert resolve(TrainConfig(recipe="paper"), 4, 100, matrix, classes)[0].refit_output is False
     assert resolve(TrainConfig(refit_output=False), 4, 100, matrix, classes)[0].refit_output is False
+    # the refit's positives: balanced under auto even where the resolved (or resumed) config reads None
+    from docattn.training.recipe import per_class_fit_weights
+
+    resolved = resolve(TrainConfig(), 4, 100, matrix, classes)[0]
+    assert resolved.class_weight is None
+    np.testing.assert_allclose(per_class_fit_weights(resolved, matrix, classes), [1.0, 1 / 3])
+    assert per_class_fit_weights(TrainConfig(recipe="paper", class_weight=None), matrix, classes) is None
+    np.testing.assert_allclose(per_class_fit_weights(TrainConfig(class_weight={"b": 2}), matrix, classes), [1, 2])
     # a run saved before the option existed goes on without it when resumed
     assert TrainConfig.from_json({"recipe": "auto"}).refit_output is False
     single = np.array([0, 1, 1, 0])

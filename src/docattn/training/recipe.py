@@ -97,6 +97,13 @@ def class_weights(
     return _named_weights(choice, classes)
 
 
+def per_class_fit_weights(cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashable]) -> np.ndarray | None:
+    """Multi-label: the positive weights of a penalised logistic regression per class fitted beside a neural
+    model (the guardrail's logreg, the output-layer refit). Those the user named ("balanced", a dict), else
+    what "auto" gives such a fit: a resolved config's None is the neural loss's, and a resumed run reads it."""
+    return class_weights(replace(cfg, class_weight=cfg.class_weight or "auto"), labels, classes, True)
+
+
 def _positive_weights(
     cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashable], penalised_per_class: bool
 ) -> np.ndarray | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -209,13 +209,10 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         res = fit(model, train, data.splits["valid"], cfg, clf.limits, run_dir, resume, on_best, class_weights=weights)
         results.update(fit_record(res))
         if cfg.refit_output and results.get("is_global_zero", True):  # only rank 0's model is saved
-            from docattn.training.recipe import class_weights
+            from docattn.training.recipe import per_class_fit_weights
             from docattn.training.refit import refit_output_layer
 
-            # a penalised fit per class: positives weighed as the logistic-regression baseline's ("auto" under the
-            # auto recipe is balanced; resolve leaves None for a neural model's loss, and a resumed run reads that)
-            weighting = replace(cfg, class_weight=cfg.class_weight or "auto")
-            positives = class_weights(weighting, train.labels, clf.labels.classes, penalised_per_class=True)
+            positives = per_class_fit_weights(cfg, train.labels, clf.labels.classes)
             if str(results.get("device", "cpu")).startswith("cuda"):
                 model.to(results["device"])  # Lightning hands the model back on the CPU: the vectors where it trained
             results["refit_output"] = refit_output_layer(
@@ -334,10 +331,10 @@ def fit_guardrail(data: PreparedData, cfg, weights) -> Guardrail:
 
         train = train.subset(capped_sample(train.labels, Guardrail.MAX_DOCUMENTS, cfg.seed))
     model = create_model("logreg", vocab_size=len(data.vocab), num_classes=len(data.labels))
-    if weights is None and data.labels.multi_label:  # the weights logreg takes by default on such data
-        from docattn.training.recipe import class_weights
+    if data.labels.multi_label:  # the weights logreg takes on such data
+        from docattn.training.recipe import per_class_fit_weights
 
-        weights = class_weights(replace(cfg, class_weight="auto"), train.labels, data.labels.classes, True)
+        weights = per_class_fit_weights(cfg, train.labels, data.labels.classes)
     model.fit_encoded(train, data.vocab, seed=cfg.seed, class_weights=weights)
     record: dict = {"model": "logreg", "documents": len(train), "sampled": sampled}
     labels = data.labels
