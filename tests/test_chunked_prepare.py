@@ -79,16 +79,17 @@ def test_chunks_and_workers_give_the_one_shot_arrays(chunk, workers):
     _same(one_shot(corpus, settings=settings), prepare(corpus, settings=settings))
 
 
-@pytest.mark.parametrize("chunk", [1, 7, 1000])
-def test_test_fraction_max_vocab_and_given_splits(chunk):
+@pytest.mark.parametrize("chunk, workers", [(1, 1), (7, 1), (1000, 1), (7, 2)])
+def test_test_fraction_max_vocab_and_given_splits(chunk, workers):
     corpus = _corpus()
-    held = DataSettings(min_count=1, max_vocab=40, test_fraction=0.2, split_seed=4, prepare_chunk=chunk)
+    run = {"prepare_chunk": chunk, "prepare_workers": workers}
+    held = DataSettings(min_count=1, max_vocab=40, test_fraction=0.2, split_seed=4, **run)
     _same(one_shot(corpus, settings=held), prepare(corpus, settings=held))
-    folds = DataSettings(cv_folds=3, cv_fold=2, prepare_chunk=chunk)
+    folds = DataSettings(cv_folds=3, cv_fold=2, **run)
     _same(one_shot(corpus, settings=folds), prepare(corpus, settings=folds))
     valid, test = corpus.subset(range(60, 75)), corpus.subset(range(75, 90))
     test = dataclasses.replace(test, labels=None)  # an unlabelled test split encodes as -1
-    train, given = corpus.subset(range(60)), DataSettings(prepare_chunk=chunk)
+    train, given = corpus.subset(range(60)), DataSettings(**run)
     _same(one_shot(train, valid, test, given), prepare(train, valid, test, given))
 
 

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from docattn.data.encoding import encode_ids
-from docattn.data.text import PAD, SEP, UNK, TextConfig, Vocabulary, documents_to_strings, split_sentences
+from docattn.data.text import (
+    PAD,
+    SEP,
+    SEP_TOKEN,
+    UNK,
+    TextConfig,
+    Vocabulary,
+    documents_to_strings,
+    split_sentences,
+)
 from docattn.errors import CheckpointError, ConfigError
 
 
@@ -139,6 +149,30 @@ def test_max_vocab_size():
     cfg = TextConfig()
     docs = documents_to_strings(["a a a b b c c d"] * 5, None, cfg)
     assert len(Vocabulary.build(docs, cfg, min_count=1, max_size=2)) == 3 + 2
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_vocabulary_from_counts_is_the_trainers(seed):
+    """Chunked preparation counts words itself (``from_counts``): the same order as the Rust trainer's (most
+    frequent first, ties by word), the same min_count, and SEP, which the trainer counts as a word, taking a
+    place among max_size."""
+    from collections import Counter
+
+    cfg = TextConfig()
+    rng = np.random.default_rng(seed)
+    words = ["b", "a", "ab", "Zed", "été", "x9", "don't", "!", "?"]
+    docs = [
+        ". ".join(" ".join(rng.choice(words, rng.integers(1, 6))) for _ in range(rng.integers(1, 4))) + "."
+        for _ in range(40)
+    ]
+    strings = documents_to_strings(docs, None, cfg)
+    counted = Counter(t for s in strings for t in Vocabulary.build(["x"], cfg, min_count=1).tokenize(s))
+    assert counted[SEP_TOKEN] > 0
+    names, counts = list(counted), list(counted.values())
+    for min_count in (1, 3, 30):
+        for max_size in (None, 1, 2, 4, 100):
+            built = Vocabulary.build(strings, cfg, min_count, max_size)
+            assert Vocabulary.from_counts(names, counts, cfg, min_count, max_size).tokens == built.tokens
 
 
 def test_hcan_cleaning_keeps_alphanumerics_and_sentence_marks():

@@ -1,16 +1,19 @@
 """Preparation in chunks: memory set by the chunk size, not by the corpus, and the same arrays as one chunk.
 
-Three passes over each input, each one chunk of documents at a time:
+Two passes over each input, each one chunk of documents at a time, and one over the written arrays:
 
 1. labels only: a compact code per document, from which the validation and test documents are drawn
    exactly as ``stratified_split`` / ``held_out_split`` draw them from the whole list of labels;
-2. the training documents' text, tokenized and counted by the tokenizer's own trainer (Rust), which gives
-   the vocabulary ``Vocabulary.build`` gives, since word counts do not depend on the order they arrive in;
-3. every document's text encoded with that vocabulary and appended, chunk after chunk, to each split's
-   arrays: in memory, or to ``.npy`` files written in place (``NpyAppender``).
+2. every document's text split into sentences, tokenized and encoded with a vocabulary of its chunk's own
+   words (the tokenizer's trainer and encoder, in Rust), the training documents' words counted, and the
+   arrays appended, chunk after chunk, to each split's arrays: in memory, or to ``.npy`` files written in
+   place (``NpyAppender``), under ids ``WordIds`` gives each word met;
+3. from the counts, the vocabulary ``Vocabulary.build`` gives (word counts do not depend on the order they
+   arrive in), and every token rewritten to its id there (``_remap_file``), which is numpy only.
 
-Sentence splitting and encoding run in ``workers`` processes when asked; chunks come back in input order.
-Workers receive texts and the path of a saved vocabulary, never pickled objects of ours.
+Splitting, counting and encoding run in ``workers`` processes when asked, so they use every core; chunks come
+back in input order. Workers receive texts and settings and return words and arrays, never pickled objects of
+ours.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 
 from docattn.data.corpus import Corpus, LabelMap
 from docattn.data.encoding import EncodedCorpus, encode_ids
-from docattn.data.text import TextConfig, Vocabulary, documents_to_strings
+from docattn.data.text import SEP, SPECIAL_TOKENS, UNK, TextConfig, Vocabulary, distinct_words, documents_to_strings
 from docattn.errors import DataError, DocattnError
 
 ChunkSource = Callable[[], Iterator[Corpus]]  # a fresh pass over one input's documents, chunk by chunk
@@ -210,22 +213,29 @@ class SplitWriter:
 
 
 _ENCODE_BATCH = 1000  # documents the tokenizer encodes at once
-_VOCABULARIES: dict[str, Vocabulary] = {}  # per process: the vocabulary each worker loaded once
 
 
-def _process_chunk(job: tuple):
-    """Tokenizer inputs of a chunk's documents, or (given a saved vocabulary's path) their encoded arrays."""
-    texts, sentences, text_json, vocabulary = job
-    strings = documents_to_strings(texts, sentences, TextConfig.from_json(text_json))
-    if vocabulary is None:
-        return strings
-    if vocabulary not in _VOCABULARIES:
-        _VOCABULARIES[vocabulary] = Vocabulary.load(vocabulary)
-    vocab, parts = _VOCABULARIES[vocabulary], SplitWriter(None, None)  # joins the batches; labels come later
+def _process_chunk(job: tuple) -> tuple:
+    """A chunk's documents encoded with a vocabulary of their own words: (words, counts, tokens,
+    sentence_offsets, document_offsets), token id ``3 + i`` being ``words[i]`` (0-2 the special tokens) and
+    ``counts[id]`` how often the tokenizer met it, the SEP character included (as its trainer counts it)."""
+    texts, sentences, text_json = job
+    config = TextConfig.from_json(text_json)
+    strings = documents_to_strings(texts, sentences, config)
+    words = distinct_words(strings, config)
+    local = Vocabulary(SPECIAL_TOKENS + words, config, min_count=1)
+    parts, met = SplitWriter(None, None), 0  # joins the batches; labels come later
     for start in range(0, len(strings), _ENCODE_BATCH):  # the tokenizer's encodings take ~100 bytes a token
-        parts.add(encode_ids(vocab.encode_strings(strings[start : start + _ENCODE_BATCH])), np.zeros(0))
+        ids = local.encode_strings(strings[start : start + _ENCODE_BATCH])
+        met += sum(map(len, ids))
+        parts.add(encode_ids(ids), np.zeros(0))
     encoded = parts.close()
-    return encoded.tokens, encoded.sentence_offsets, encoded.document_offsets
+    counts = np.bincount(encoded.tokens, minlength=len(local))
+    # every word is in the chunk's vocabulary, so each UNK is one encode_ids gave an empty document, not a word;
+    # the SEPs it dropped are what the tokenizer met beyond the words
+    counts[SEP] = met - (len(encoded.tokens) - counts[UNK])
+    counts[UNK] = 0
+    return words, counts, encoded.tokens, encoded.sentence_offsets, encoded.document_offsets
 
 
 class ChunkPool:
@@ -277,17 +287,17 @@ class ChunkPool:
         self.close()
 
 
-def _jobs(chunk: Corpus, parts: np.ndarray, text_json: dict, vocabulary: str | None, only: int | None = None):
-    """One job per split present in the chunk (or for split ``only``), tagged with the split and documents."""
-    for split in (TRAIN, VALID, TEST) if only is None else (only,):
+def _jobs(chunk: Corpus, parts: np.ndarray, text_json: dict):
+    """One job per split present in the chunk, tagged with the split and documents."""
+    for split in (TRAIN, VALID, TEST):
         picked = np.flatnonzero(parts == split)
         if len(picked) == 0:
             continue
         sub = chunk if len(picked) == len(chunk) else chunk.subset(picked.tolist())
-        yield (split, sub), (sub.texts, sub.sentences, text_json, vocabulary)
+        yield (split, sub), (sub.texts, sub.sentences, text_json)
 
 
-# --------------------------------------------------------------------------- the three passes
+# --------------------------------------------------------------------------- the passes
 
 
 def prepare_chunked(
@@ -312,15 +322,21 @@ def prepare_chunked(
     training = np.flatnonzero(parts == TRAIN)
     label_map = LabelMap.from_labels(scan.labels_of(training), scan.classes, scan.multi_label)
     names = ["train", "valid"] + (["test"] if "test" in inputs or (parts == TEST).any() else [])
+    width = len(label_map) if label_map.multi_label else None
+    writers = {name: SplitWriter(folder / name if folder is not None else None, width) for name in names}
     with ChunkPool(settings.prepare_workers, settings.prepare_chunk) as pool:
-        vocab = count_vocabulary(inputs["train"], parts, settings.text, settings, pool)
-        width = len(label_map) if label_map.multi_label else None
-        writers = {name: SplitWriter(folder / name if folder is not None else None, width) for name in names}
-        dropped = encode_inputs(inputs, parts, vocab, label_map, pool, writers)
+        words, dropped = encode_inputs(inputs, parts, settings.text, label_map, pool, writers)
     for name, writer in writers.items():
         if writer.documents == 0:
             raise DataError(f"{_source_name(inputs.get(name, inputs['train'])) or 'input'}: no documents to encode")
+    vocab = Vocabulary.from_counts(words.words, words.counts, settings.text, settings.min_count, settings.max_vocab)
+    lookup = words.lookup(vocab)
     splits = {name: writer.close() for name, writer in writers.items()}
+    for name, encoded in splits.items():
+        if encoded is not None:
+            encoded.tokens = lookup[encoded.tokens]
+        else:
+            _remap_file(folder / name / "tokens.npy", lookup)
     info = {
         "documents": {name: writer.documents for name, writer in writers.items()},
         "vocab_size": len(vocab),
@@ -337,72 +353,73 @@ def _source_name(source: ChunkSource) -> str:
     return first.source if first is not None else ""
 
 
-def count_vocabulary(source: ChunkSource, parts: np.ndarray, text: TextConfig, settings, pool: ChunkPool) -> Vocabulary:
-    """Pass 2: the vocabulary of the training documents, counted as they stream by."""
-    text_json = text.to_json()
+class WordIds:
+    """Every word met so far under an id of its own (the special tokens first, then in the order met), and how
+    often the training documents hold each: what chunks are encoded with until the vocabulary is known."""
 
-    def tagged():
-        start = 0
-        for chunk in source():
-            yield from _jobs(chunk, parts[start : start + len(chunk)], text_json, None, only=TRAIN)
-            start += len(chunk)
+    def __init__(self):
+        self.index = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
+        self.counts = np.zeros(1 << 16, dtype=np.int64)
 
-    def strings():
-        for _, chunk_strings in pool.map(tagged()):
-            yield from chunk_strings
+    @property
+    def words(self) -> list[str]:
+        return list(self.index)
 
-    return Vocabulary.build(strings(), text, settings.min_count, settings.max_vocab)
+    def add(self, words: list[str], counts: np.ndarray, training: bool) -> np.ndarray:
+        """The ids of a chunk's own ids (``_process_chunk``), its counts added where ``training``."""
+        index = self.index
+        ids = np.fromiter((index.setdefault(w, len(index)) for w in words), dtype=np.int32, count=len(words))
+        ids = np.concatenate([np.arange(len(SPECIAL_TOKENS), dtype=np.int32), ids])
+        if len(index) > len(self.counts):
+            self.counts = np.concatenate([self.counts, np.zeros(max(len(index), len(self.counts)), np.int64)])
+        if training:
+            self.counts[ids] += counts  # ids are distinct, so a fancy-indexed add counts each once
+        return ids
+
+    def lookup(self, vocab: Vocabulary) -> np.ndarray:
+        """(words met,) int32: each word's id in ``vocab``, UNK for the words it left out."""
+        return np.fromiter((vocab.index.get(w, UNK) for w in self.index), dtype=np.int32, count=len(self.index))
 
 
-def encode_inputs(inputs, parts, vocab: Vocabulary, label_map: LabelMap, pool: ChunkPool, writers: dict) -> dict:
-    """Pass 3: every document encoded and appended to its split's writer; returns what encoding dropped
-    (multi-label classes unseen in training)."""
+def encode_inputs(inputs, parts, text: TextConfig, label_map: LabelMap, pool: ChunkPool, writers: dict):
+    """Pass 2: every document encoded, with the ids of ``WordIds``, and appended to its split's writer, the
+    training documents' words counted on the way; returns (the WordIds, what encoding dropped: multi-label
+    classes unseen in training). ``_remap_file`` then gives the words their vocabulary's ids."""
     from docattn.data.encoding import encode_labels
 
-    text_json, dropped = vocab.text_config.to_json(), {}
-    with _shared_vocabulary(vocab, pool) as key:
+    text_json, dropped, words = text.to_json(), {}, WordIds()
 
-        def tagged():
-            for name, source in inputs.items():
-                start = 0
-                for chunk in source():
-                    if name == "valid" and chunk.labels is None:
-                        raise DataError(
-                            f"{chunk.source or 'validation data'}: documents have no labels; validation needs them "
-                            "to choose the best weights"
-                        )
-                    fixed = np.full(len(chunk), VALID if name == "valid" else TEST, dtype=np.int8)
-                    chunk_parts = parts[start : start + len(chunk)] if name == "train" else fixed
-                    start += len(chunk)
-                    yield from _jobs(chunk, chunk_parts, text_json, key)
+    def tagged():
+        for name, source in inputs.items():
+            start = 0
+            for chunk in source():
+                if name == "valid" and chunk.labels is None:
+                    raise DataError(
+                        f"{chunk.source or 'validation data'}: documents have no labels; validation needs them "
+                        "to choose the best weights"
+                    )
+                fixed = np.full(len(chunk), VALID if name == "valid" else TEST, dtype=np.int8)
+                chunk_parts = parts[start : start + len(chunk)] if name == "train" else fixed
+                start += len(chunk)
+                yield from _jobs(chunk, chunk_parts, text_json)
 
-        for (split, sub), encoded in pool.map(tagged()):
-            labels = encode_labels(sub, label_map, dropped if split != TRAIN else None)
-            writers[SPLIT_NAMES[split]].add(encoded, labels)
-    return dropped
+    for (split, sub), (chunk_words, counts, tokens, *offsets) in pool.map(tagged()):
+        ids = words.add(chunk_words, counts, training=split == TRAIN)
+        labels = encode_labels(sub, label_map, dropped if split != TRAIN else None)
+        writers[SPLIT_NAMES[split]].add((ids[tokens], *offsets), labels)
+    return words, dropped
 
 
-class _shared_vocabulary:  # noqa: N801 (a context manager used as a function)
-    """The key workers find ``vocab`` under: a saved copy's path for worker processes, else this process's."""
+_REMAP = 1 << 22  # tokens rewritten at a time in a cache file
 
-    def __init__(self, vocab: Vocabulary, pool: ChunkPool):
-        self.vocab, self.pool, self.tmp, self.key = vocab, pool, None, f"memory:{id(vocab)}"
 
-    def __enter__(self) -> str:
-        if self.pool.executor is None:
-            _VOCABULARIES[self.key] = self.vocab
-            return self.key
-        import tempfile
-
-        self.tmp = tempfile.TemporaryDirectory(prefix="docattn-vocab-")
-        self.key = str(Path(self.tmp.name) / "vocab.json")
-        self.vocab.save(self.key)
-        return self.key
-
-    def __exit__(self, *exc) -> None:
-        _VOCABULARIES.pop(self.key, None)
-        if self.tmp is not None:
-            self.tmp.cleanup()
+def _remap_file(path: Path, lookup: np.ndarray) -> None:
+    """Pass 3: the word ids of a written ``tokens.npy`` replaced by ``lookup``'s, in place, a slice at a time."""
+    tokens = np.load(path, mmap_mode="r+")
+    for start in range(0, len(tokens), _REMAP):
+        tokens[start : start + _REMAP] = lookup[tokens[start : start + _REMAP]]
+    tokens.flush()
+    del tokens
 
 
 # --------------------------------------------------------------------------- inputs from files

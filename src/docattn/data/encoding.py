@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -152,7 +153,8 @@ def encode_ids(doc_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.nda
     Returns (tokens, sentence_offsets, document_offsets). Vectorized over all tokens.
     """
     doc_len = np.fromiter((len(d) for d in doc_ids), dtype=np.int64, count=len(doc_ids))
-    ids = np.fromiter((i for d in doc_ids for i in d), dtype=np.int32, count=int(doc_len.sum()))
+    # chain iterates in C: a generator over every token took twice as long
+    ids = np.fromiter(itertools.chain.from_iterable(doc_ids), dtype=np.int32, count=int(doc_len.sum()))
     n_docs = len(doc_ids)
     doc_of = np.repeat(np.arange(n_docs), doc_len)
     is_word = ids != SEP

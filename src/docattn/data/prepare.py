@@ -52,8 +52,8 @@ class DataSettings:
     max_batch_pairs: int | None = None
     # documents tokenized at a time: preparation's memory grows with this, not with the corpus
     prepare_chunk: int = 10_000
-    # processes that split sentences and encode (1: this one); the tokenizer already uses every core within
-    # a process, so more pay only where cores outnumber what it keeps busy (benchmarks/scale.py); a script
+    # processes that split sentences, count words and encode (1: this one); the tokenizer already uses the
+    # cores within a process, so more pay only for the cores it leaves idle (benchmarks/scale.py); a script
     # asking for more guards its code with if __name__ == "__main__", as Python's multiprocessing needs
     prepare_workers: int = 1
 

@@ -225,6 +225,29 @@ class Vocabulary:
         tokens = SPECIAL_TOKENS + [t for t, _ in by_id if t not in SPECIAL_TOKENS]
         return cls(tokens, text_config, min_count, max_size)
 
+    @classmethod
+    def from_counts(
+        cls,
+        words: Sequence[str],
+        counts: Sequence[int],
+        text_config: TextConfig = TextConfig(),
+        min_count: int = 5,
+        max_size: int | None = None,
+    ) -> Vocabulary:
+        """The vocabulary ``build`` gives from these word counts (counted in chunks, ``distinct_words``): the
+        trainer's order, most frequent first and ties by word; the SEP character, which the tokenizer counts
+        as a word, takes a place among ``max_size`` as it does there."""
+        if min_count < 1:
+            raise ConfigError(f"min_count must be >= 1, got {min_count}")
+        import numpy as np
+
+        n = np.asarray(counts)
+        kept = sorted(np.flatnonzero(n >= min_count).tolist(), key=lambda i: (-int(n[i]), words[i]))
+        if max_size:
+            kept = kept[:max_size]
+        tokens = SPECIAL_TOKENS + [words[i] for i in kept if words[i] not in SPECIAL_TOKENS]
+        return cls(tokens, text_config, min_count, max_size)
+
     def __len__(self) -> int:
         return len(self.tokens)
 
@@ -282,6 +305,17 @@ class Vocabulary:
             return cls.from_json(data)
         except (CheckpointError, ConfigError) as err:  # ConfigError: a text setting of the wrong type
             raise CheckpointError(f"{path}: {err}") from None
+
+
+def distinct_words(strings: Sequence[str], text_config: TextConfig) -> list[str]:
+    """Every word of tokenizer-ready ``strings`` once, special tokens left out (the trainer, in Rust)."""
+    from tokenizers import trainers
+
+    tok = _base_tokenizer(text_config, None)
+    trainer = trainers.WordLevelTrainer(vocab_size=2**31 - 1, min_frequency=1, show_progress=False)
+    tok.train_from_iterator(_batched(strings), trainer)
+    by_id = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+    return [t for t, _ in by_id if t not in SPECIAL_TOKENS]
 
 
 def _batched(items: Iterable[str], size: int = 1000) -> Iterator[list[str]]:
