@@ -414,12 +414,18 @@ _REMAP = 1 << 22  # tokens rewritten at a time in a cache file
 
 
 def _remap_file(path: Path, lookup: np.ndarray) -> None:
-    """Pass 3: the word ids of a written ``tokens.npy`` replaced by ``lookup``'s, in place, a slice at a time."""
-    tokens = np.load(path, mmap_mode="r+")
-    for start in range(0, len(tokens), _REMAP):
-        tokens[start : start + _REMAP] = lookup[tokens[start : start + _REMAP]]
-    tokens.flush()
-    del tokens
+    """Pass 3: the word ids of a ``tokens.npy`` that ``NpyAppender`` wrote replaced by ``lookup``'s, in place, a
+    slice at a time. Read and written, not memory-mapped: the mapped pages of a whole cache would count in the
+    process's resident memory, which then grew with the corpus."""
+    with open(path, "r+b") as f:
+        f.seek(_HEADER)
+        while True:
+            at = f.tell()
+            part = np.fromfile(f, dtype=np.int32, count=_REMAP)
+            if not len(part):
+                break
+            f.seek(at)
+            lookup[part].astype(np.int32, copy=False).tofile(f)
 
 
 # --------------------------------------------------------------------------- inputs from files
