@@ -366,7 +366,8 @@ class WordIds:
         return list(self.index)
 
     def add(self, words: list[str], counts: np.ndarray, training: bool) -> np.ndarray:
-        """The ids of a chunk's own ids (``_process_chunk``), its counts added where ``training``."""
+        """(chunk ids,) int32: the id here of each id a chunk was encoded with (``_process_chunk``: the special
+        tokens, then ``words``); the chunk's ``counts`` are added where ``training``."""
         index = self.index
         ids = np.fromiter((index.setdefault(w, len(index)) for w in words), dtype=np.int32, count=len(words))
         ids = np.concatenate([np.arange(len(SPECIAL_TOKENS), dtype=np.int32), ids])

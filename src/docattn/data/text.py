@@ -209,21 +209,11 @@ class Vocabulary:
         max_size: int | None = None,
     ) -> Vocabulary:
         """Count words of tokenizer-ready ``documents`` (see ``documents_to_strings``) in Rust."""
-        from tokenizers import trainers
-
         if min_count < 1:
             raise ConfigError(f"min_count must be >= 1, got {min_count}")
-        tok = _base_tokenizer(text_config, None)
-        trainer = trainers.WordLevelTrainer(
-            vocab_size=(max_size + len(SPECIAL_TOKENS)) if max_size else 2**31 - 1,
-            min_frequency=min_count,
-            special_tokens=SPECIAL_TOKENS,
-            show_progress=False,
-        )
-        tok.train_from_iterator(_batched(documents), trainer)
-        by_id = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
-        tokens = SPECIAL_TOKENS + [t for t, _ in by_id if t not in SPECIAL_TOKENS]
-        return cls(tokens, text_config, min_count, max_size)
+        size = (max_size + len(SPECIAL_TOKENS)) if max_size else None  # the special tokens take places too
+        words = _trained_words(documents, text_config, min_count, size, SPECIAL_TOKENS)
+        return cls(SPECIAL_TOKENS + words, text_config, min_count, max_size)
 
     @classmethod
     def from_counts(
@@ -309,11 +299,20 @@ class Vocabulary:
 
 def distinct_words(strings: Sequence[str], text_config: TextConfig) -> list[str]:
     """Every word of tokenizer-ready ``strings`` once, special tokens left out (the trainer, in Rust)."""
+    return _trained_words(strings, text_config, 1, None, [])
+
+
+def _trained_words(
+    documents: Iterable[str], config: TextConfig, min_count: int, size: int | None, special_tokens: list[str]
+) -> list[str]:
+    """The words the tokenizer's WordLevel trainer keeps, in its order, the special tokens left out."""
     from tokenizers import trainers
 
-    tok = _base_tokenizer(text_config, None)
-    trainer = trainers.WordLevelTrainer(vocab_size=2**31 - 1, min_frequency=1, show_progress=False)
-    tok.train_from_iterator(_batched(strings), trainer)
+    tok = _base_tokenizer(config, None)
+    trainer = trainers.WordLevelTrainer(
+        vocab_size=size or 2**31 - 1, min_frequency=min_count, special_tokens=special_tokens, show_progress=False
+    )
+    tok.train_from_iterator(_batched(documents), trainer)
     by_id = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
     return [t for t, _ in by_id if t not in SPECIAL_TOKENS]
 
