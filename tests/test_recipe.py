@@ -191,6 +191,38 @@ def test_class_weights_reach_the_loss():
     assert float(plain.training_step(batch, 0).detach()) != pytest.approx(float(expected), rel=1e-3)
 
 
+def test_smoothed_loss_weighs_each_document_by_its_own_class():
+    import torch
+    import torch.nn.functional as F
+
+    from docattn.training.engine import weighted_cross_entropy
+
+    torch.manual_seed(0)
+    logits, labels, weights = torch.randn(32, 5), torch.randint(0, 5, (32,)), torch.rand(5) + 0.1
+    # one of the two alone: PyTorch's own loss
+    assert float(weighted_cross_entropy(logits, labels, None, 0.1)) == pytest.approx(
+        float(F.cross_entropy(logits, labels, label_smoothing=0.1)), rel=1e-6
+    )
+    assert float(weighted_cross_entropy(logits, labels, weights, 0.0)) == pytest.approx(
+        float(F.cross_entropy(logits, labels, weight=weights)), rel=1e-6
+    )
+    # both: each document's smoothed loss, weighed by its class's weight
+    target = F.one_hot(labels, 5) * 0.9 + 0.1 / 5
+    each = -(target * F.log_softmax(logits, -1)).sum(-1)
+    w = weights[labels]
+    expected = float((w * each).sum() / w.sum())
+    assert float(weighted_cross_entropy(logits, labels, weights, 0.1)) == pytest.approx(expected)
+    # R8's balanced weights: a batch of its largest class must prefer being right to spreading onto the rarest
+    r8 = torch.tensor([0.24, 0.43, 2.7, 2.7, 3.1, 3.6, 6.4, 16.8])
+    common = torch.zeros(64, dtype=torch.long)
+    right = torch.tensor([5.0, 0, 0, 0, 0, 0, 0, 0]).expand(64, -1)
+    spread = torch.tensor([1.0, 0, 0, 0, 0, 0, 0, 2.0]).expand(64, -1)
+    assert weighted_cross_entropy(right, common, r8, 0.1) < weighted_cross_entropy(spread, common, r8, 0.1)
+    assert F.cross_entropy(right, common, weight=r8, label_smoothing=0.1) > F.cross_entropy(
+        spread, common, weight=r8, label_smoothing=0.1
+    )  # what PyTorch's weighted smoothing did, and why it is not used
+
+
 def test_linear_baselines_take_class_weights():
     sp = synthetic.make_splits(n_train=200, n_test=10, seed=3)
     data = prepare(sp["train"], None, None, DataSettings(min_count=1))

@@ -155,6 +155,26 @@ class DocumentData(L.LightningDataModule):
         )
 
 
+def weighted_cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None, smoothing: float
+) -> torch.Tensor:
+    """Cross-entropy against label-smoothed targets, each document weighed by its own class's weight.
+
+    PyTorch's ``cross_entropy(weight=..., label_smoothing=...)`` also weighs each class of the smoothing term by
+    that class's weight while it divides by the documents' own weights. Under heavy imbalance (Reuters' R8: 0.24
+    for its largest class, 17 for its smallest) a batch of the common class then scores a confident right answer
+    worse than probability spread onto the rare classes, and the model stops learning. Without smoothing, or
+    without weights, this is PyTorch's loss."""
+    logp = F.log_softmax(logits, dim=-1)
+    loss = -logp.gather(1, labels[:, None]).squeeze(1)
+    if smoothing:
+        loss = (1 - smoothing) * loss - smoothing * logp.mean(-1)
+    if weights is None:
+        return loss.mean()
+    w = weights[labels]
+    return (w * loss).sum() / w.sum()
+
+
 class ClassifierModule(L.LightningModule):
     """Cross-entropy training of any docattn model (binary cross-entropy per class for multi-label data);
     validation accuracy, micro- and macro-F1 and loss."""
@@ -186,7 +206,7 @@ class ClassifierModule(L.LightningModule):
             target = batch.labels * (1 - smooth) + smooth / 2
             loss = F.binary_cross_entropy_with_logits(out.logits.float(), target, pos_weight=self.class_weights)
         else:
-            loss = F.cross_entropy(out.logits.float(), batch.labels, weight=self.class_weights, label_smoothing=smooth)
+            loss = weighted_cross_entropy(out.logits.float(), batch.labels, self.class_weights, smooth)
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch))
         for name, value in out.stats.items():
             self.log(name, value, on_step=False, on_epoch=True, batch_size=len(batch))
