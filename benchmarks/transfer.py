@@ -10,6 +10,9 @@ per-data-set flags), so the table shows how the defaults transfer:
 - imdb1k, imdb2k, imdb5k: 1,000 / 2,000 / 5,000 IMDB training reviews (a seeded draw), tested on all
   25,000 test reviews;
 - news2k: 2,000 20 Newsgroups training posts (a seeded, stratified draw), tested on its 7,532 test posts;
+- r8: Reuters-21578 ModApte's single-topic documents of its ten most frequent topics, the topics with documents
+  in both splits kept (R8: 8 classes, earn 2,840 training documents against grain's 41), tested on its test
+  split: the imbalanced set;
 - imdb, news: the full training splits, tested on the full test splits.
 
 Validation takes 10% of the training documents everywhere, as `docattn train` does by default.
@@ -33,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, SHARED_DATA, machine  # noqa: E402
 
 MODELS = "nb,logreg,han,hpan,hsan,kim-cnn,fasttext,hcan,sanet,cspan"
-SETS = ["bbc", "ag", "imdb1k", "imdb2k", "imdb5k", "news2k", "imdb", "news"]
+SETS = ["bbc", "ag", "imdb1k", "imdb2k", "imdb5k", "news2k", "r8", "imdb", "news"]
 README = Path(__file__).resolve().parent / "README.md"
 START, END = "<!-- transfer:start -->", "<!-- transfer:end -->"
 
@@ -74,6 +77,26 @@ def _draw(docs: list, n: int, seed: int = 0, stratified: bool = False) -> list:
     return out
 
 
+def _r8(work: Path) -> tuple[Path, Path]:
+    """R8 (Cardoso-Cachopo 2007) from the ModApte split: single-topic documents of the ten most frequent topics."""
+    from collections import Counter
+
+    from docattn.data.readers import read_splits
+
+    train, test = work / "r8_train.jsonl", work / "r8_test.jsonl"
+    if not (train.exists() and test.exists()):
+        splits = read_splits(SHARED_DATA / "reuters21578" / "reuters21578.tar.gz")
+        top = [k for k, _ in Counter(t for ts in splits["train"].labels for t in ts).most_common(10)]
+        single = {
+            name: [(text, ts[0]) for text, ts in zip(c.texts, c.labels) if len(ts) == 1 and ts[0] in top]
+            for name, c in splits.items()
+        }
+        both = {d[1] for d in single["train"]} & {d[1] for d in single["test"]}
+        _write_jsonl(train, [d for d in single["train"] if d[1] in both])
+        _write_jsonl(test, [d for d in single["test"] if d[1] in both])
+    return train, test
+
+
 def data_args(name: str) -> list[str]:
     """The `docattn benchmark` data options for set ``name`` (subsets are written once and reused)."""
     imdb, news = SHARED_DATA / "imdb" / "aclImdb.tar.gz", SHARED_DATA / "20news" / "20news-bydate.tar.gz"
@@ -99,6 +122,9 @@ def data_args(name: str) -> list[str]:
         if not path.exists():
             _write_jsonl(path, _draw(_archive_split(news, "train"), 2000, stratified=True))
         return ["--data", str(path), "--test", str(news)]
+    if name == "r8":
+        train, test = _r8(work)
+        return ["--data", str(train), "--test", str(test)]
     if name == "imdb":
         return ["--data", str(imdb)]
     if name == "news":
