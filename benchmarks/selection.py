@@ -1,14 +1,20 @@
 """Which validation score should pick a run's kept weights? Paired: one training, every rule tested.
 
     python benchmarks/selection.py --data PATH [--test PATH | --test-fraction F] [--model han] [--seeds 0,1,2]
-                                   [--set key=value ...] --name NAME
+                                   [--set key=value ...] [--curve N] --name NAME
 
-Each seed trains once at the defaults (with the options of ``--set``). Beside the run's own best weights,
-the fit keeps the weights a rule would have kept: the best validation accuracy, macro-F1 and loss, and the
-last weights; each set of weights is then tested on the same test documents. Comparing rules across
-separate runs mixes them with run-to-run noise (word2vec's threads, the loader), which on a small data set is
-as large as the difference sought; here the rules differ only in which step's weights they keep. Early
-stopping follows the run's own monitor (``--set monitor=...``), so each rule sees the same training.
+Each seed trains once at the defaults (with the options of ``--set``). Beside the run's own kept weights,
+the fit keeps the weights a rule would have kept: the best validation accuracy, macro-F1 and loss, the newest
+weights within a standard error of the best accuracy, and the last weights; each set of weights is then
+tested on the same test documents. Comparing rules across separate runs mixes them with run-to-run noise
+(word2vec's threads, the loader), which on a small data set is as large as the difference sought; here
+the rules differ only in which step's weights they keep. Early stopping follows the run's own monitor
+(``--set monitor=...``), so each rule sees the same training.
+
+``--curve N`` keeps the weights of every validation instead, tests each on the same N test documents drawn
+at random (the curve, saved with the validation scores, so a rule thought of later can be scored from the
+JSON alone), and tests the weights each rule of ``CURVE_RULES`` picks, found from the recorded validation
+scores, on the whole test split.
 Results: benchmarks/results/<name>.json, with the command and the machine.
 """
 
@@ -44,6 +50,100 @@ class LastWeights:
         self.callback, self.state, self.step = _Last(), None, None
 
 
+def _smoothed(values: np.ndarray) -> np.ndarray:
+    """Each validation's score averaged with its two neighbours (at the ends, the end's own score twice)."""
+    padded = np.concatenate([values[:1], values, values[-1:]])
+    return (padded[:-2] + padded[1:-1] + padded[2:]) / 3
+
+
+def _pick(rows: list[dict], rule: str, n_valid: int) -> int:
+    """The index of the validation ``rule`` keeps (the first of equals, as BestWeights)."""
+    acc = np.array([r["val_acc"] for r in rows])
+    loss = np.array([r["val_loss"] for r in rows])
+    if rule == "val_acc":
+        return int(np.argmax(acc))
+    if rule == "val_loss":
+        return int(np.argmin(loss))
+    if rule == "val_acc_then_loss":  # the most accurate, and of those the lowest loss
+        return int(np.lexsort((loss, -acc))[0])
+    if rule == "val_acc_smoothed":
+        return int(np.argmax(_smoothed(acc)))
+    if rule == "val_loss_smoothed":
+        return int(np.argmin(_smoothed(loss)))
+    if rule == "newest_tied":  # as RuleWeights(n_valid=...): the newest within a standard error of the best so far
+        kept, best = 0, 0.0
+        for i, score in enumerate(acc):
+            best = max(best, score)
+            if score >= best - np.sqrt(best * (1 - best) / n_valid):
+                kept = i
+        return kept
+    if rule == "last":
+        return len(rows) - 1
+    raise ValueError(rule)
+
+
+CURVE_RULES = (
+    "val_acc",
+    "val_acc_then_loss",
+    "val_loss",
+    "val_acc_smoothed",
+    "val_loss_smoothed",
+    "newest_tied",
+    "last",
+)
+
+
+def curve_trial(args, seed: int, options: dict) -> dict:
+    from lightning.pytorch.callbacks import Callback
+
+    from docattn.benchmark import PathData
+    from docattn.classifier import DocumentClassifier
+    from docattn.training import engine
+    from docattn.training.trainer import evaluate_encoded
+
+    if args.test_fraction:
+        options = {**options, "test_fraction": args.test_fraction}
+    clf = DocumentClassifier(args.model, seed=seed, progress=False, progress_lines=True, **options)
+    data = PathData(args.data, args.test)(clf.data_settings)
+    rows, states = [], []
+
+    class EveryValidation(Callback):
+        def on_validation_end(self, trainer, pl_module):
+            if trainer.sanity_checking:
+                return
+            metrics = {k: float(trainer.callback_metrics[k]) for k in ("val_acc", "val_macro_f1", "val_loss")}
+            rows.append({"step": trainer.global_step, **metrics})
+            states.append({k: v.detach().to("cpu", copy=True) for k, v in pl_module.model.state_dict().items()})
+
+    plain = engine._fit_callbacks
+
+    def with_curve(*a, **k):
+        fit_callbacks = plain(*a, **k)
+        fit_callbacks.all[:0] = [EveryValidation()]
+        return fit_callbacks
+
+    engine._fit_callbacks = with_curve
+    try:
+        clf.fit_prepared(data)
+    finally:
+        engine._fit_callbacks = plain
+    test = data.splits["test"]
+    sample = np.sort(np.random.default_rng(0).choice(len(test), min(args.curve, len(test)), replace=False))
+    sampled = test.subset(sample)
+    for row, state in zip(rows, states):
+        clf.model.load_state_dict(state)
+        row["test_sample_accuracy"] = evaluate_encoded(clf, sampled)["accuracy"]
+    print(f"seed {seed}: {len(rows)} validations tested on {len(sample)} test documents", flush=True)
+    tested = {}
+    for rule in CURVE_RULES:
+        i = _pick(rows, rule, len(data.splits["valid"]))
+        clf.model.load_state_dict(states[i])
+        report = evaluate_encoded(clf, test)
+        tested[rule] = {"test_accuracy": report["accuracy"], "test_macro_f1": report["macro_f1"], **rows[i]}
+        print(f"seed {seed} {rule}: test accuracy {report['accuracy']:.4f} (step {rows[i]['step']})", flush=True)
+    return {"seed": seed, "kept_by_run": clf.results["best"], "rules": tested, "curve": rows}
+
+
 def trial(args, seed: int, options: dict) -> dict:
     from docattn.benchmark import PathData
     from docattn.classifier import DocumentClassifier
@@ -57,11 +157,25 @@ def trial(args, seed: int, options: dict) -> dict:
     data = PathData(args.data, args.test)(clf.data_settings)
 
     class RuleWeights(BestWeights):
+        """``n_valid`` > 0: the newest weights whose accuracy is within one standard error of the best so far,
+        sqrt(p (1 - p) / n_valid), not the best's own."""
+
+        def __init__(self, name: str, monitor: str, n_valid: int = 0):
+            super().__init__(monitor)
+            self.name, self.n_valid, self.top = name, n_valid, None
+
+        def keeps(self, score: float) -> bool:
+            if not self.n_valid:
+                return super().keeps(score)
+            self.top = score if self.top is None else max(self.top, score)
+            return score >= self.top - np.sqrt(self.top * (1.0 - self.top) / self.n_valid)
+
         @property
         def state_key(self) -> str:  # Lightning keys callback state by type: one key per rule
-            return f"RuleWeights[{self.monitor}]"
+            return f"RuleWeights[{self.name}]"
 
-    rules = {rule: RuleWeights(rule) for rule in RULES}
+    rules = {rule: RuleWeights(rule, rule) for rule in RULES}
+    rules["newest_tied"] = RuleWeights("newest_tied", "val_acc", n_valid=len(data.splits["valid"]))
     last = LastWeights()
     plain = engine._fit_callbacks  # the benchmark's hook: the fit's own callbacks, plus the rules' keepers
 
@@ -85,7 +199,7 @@ def trial(args, seed: int, options: dict) -> dict:
             "test_accuracy": report["accuracy"],
             "test_macro_f1": report["macro_f1"],
             "step": metrics.get("step", last.step),
-            "validation": {k: metrics.get(k) for k in RULES} if metrics else None,
+            "validation": {k: metrics.get(k) for k in ("val_acc", "val_macro_f1", "val_loss")} if metrics else None,
         }
         print(f"seed {seed} {rule}: test accuracy {report['accuracy']:.4f} (step {tested[rule]['step']})", flush=True)
     return {"seed": seed, "run_monitor": clf.train_config.monitor, "kept_by_run": kept, "rules": tested}
@@ -99,6 +213,7 @@ def main() -> None:
     ap.add_argument("--model", default="han")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--curve", type=int, help="keep every validation's weights; test each on this many test documents")
     ap.add_argument("--name", required=True)
     args = ap.parse_args()
     if args.test is not None and args.test_fraction is not None:
@@ -108,9 +223,9 @@ def main() -> None:
     options = parse_sets(args.set)
     trials = []
     for seed in args.seeds.split(","):  # the results so far are written after each seed: a stopped study keeps them
-        trials.append(trial(args, int(seed), options))
+        trials.append((curve_trial if args.curve else trial)(args, int(seed), options))
         summary = {}
-        for rule in (*RULES, "last"):
+        for rule in CURVE_RULES if args.curve else (*RULES, "newest_tied", "last"):
             acc = np.array([t["rules"][rule]["test_accuracy"] for t in trials]) * 100
             summary[rule] = {"mean_accuracy": round(float(acc.mean()), 2), "per_seed": np.round(acc, 2).tolist()}
         payload = {"data": args.data, "test": args.test, "test_fraction": args.test_fraction, "model": args.model}

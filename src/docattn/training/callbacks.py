@@ -83,12 +83,15 @@ class BestWeights(Callback):
         self.best_state: dict | None = None
         self.best_metrics: dict = {}
 
+    def keeps(self, score: float) -> bool:
+        """Whether a validation scoring ``score`` replaces the kept weights."""
+        return self.best_score is None or (score < self.best_score if self.mode == "min" else score > self.best_score)
+
     def on_validation_end(self, trainer, pl_module):
         if trainer.sanity_checking or not math.isfinite(float(trainer.callback_metrics["val_loss"])):
             return  # NaN weights still give an accuracy (every argmax is class 0): never keep them
         score = float(trainer.callback_metrics[self.monitor])
-        better = self.best_score is None or (score < self.best_score if self.mode == "min" else score > self.best_score)
-        if better:
+        if self.keeps(score):
             model = self.validated_model(pl_module)
             self.best_score = score
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
