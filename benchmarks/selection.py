@@ -50,6 +50,40 @@ class LastWeights:
         self.callback, self.state, self.step = _Last(), None, None
 
 
+def _standard_error(p: float, n: int) -> float:
+    """Of an accuracy p on n documents: the margin the newest_tied rule allows under the best so far."""
+    return float(np.sqrt(p * (1.0 - p) / n))
+
+
+def _prepared(args, seed: int, options: dict):
+    """(a classifier at the defaults and ``options``, its prepared data)."""
+    from docattn.benchmark import PathData
+    from docattn.classifier import DocumentClassifier
+
+    if args.test_fraction:
+        options = {**options, "test_fraction": args.test_fraction}
+    clf = DocumentClassifier(args.model, seed=seed, progress=False, progress_lines=True, **options)
+    return clf, PathData(args.data, args.test)(clf.data_settings)
+
+
+def _fit_with(clf, data, extra: list) -> None:
+    """Fits ``clf`` with the ``extra`` callbacks run before the fit's own (the benchmark's hook)."""
+    from docattn.training import engine
+
+    plain = engine._fit_callbacks
+
+    def with_extra(*a, **k):
+        fit_callbacks = plain(*a, **k)
+        fit_callbacks.all[:0] = extra
+        return fit_callbacks
+
+    engine._fit_callbacks = with_extra
+    try:
+        clf.fit_prepared(data)
+    finally:
+        engine._fit_callbacks = plain
+
+
 def _smoothed(values: np.ndarray) -> np.ndarray:
     """Each validation's score averaged with its two neighbours (at the ends, the end's own score twice)."""
     padded = np.concatenate([values[:1], values, values[-1:]])
@@ -74,7 +108,7 @@ def _pick(rows: list[dict], rule: str, n_valid: int) -> int:
         kept, best = 0, 0.0
         for i, score in enumerate(acc):
             best = max(best, score)
-            if score >= best - np.sqrt(best * (1 - best) / n_valid):
+            if score >= best - _standard_error(best, n_valid):
                 kept = i
         return kept
     if rule == "last":
@@ -96,15 +130,9 @@ CURVE_RULES = (
 def curve_trial(args, seed: int, options: dict) -> dict:
     from lightning.pytorch.callbacks import Callback
 
-    from docattn.benchmark import PathData
-    from docattn.classifier import DocumentClassifier
-    from docattn.training import engine
     from docattn.training.trainer import evaluate_encoded
 
-    if args.test_fraction:
-        options = {**options, "test_fraction": args.test_fraction}
-    clf = DocumentClassifier(args.model, seed=seed, progress=False, progress_lines=True, **options)
-    data = PathData(args.data, args.test)(clf.data_settings)
+    clf, data = _prepared(args, seed, options)
     rows, states = [], []
 
     class EveryValidation(Callback):
@@ -115,18 +143,7 @@ def curve_trial(args, seed: int, options: dict) -> dict:
             rows.append({"step": trainer.global_step, **metrics})
             states.append({k: v.detach().to("cpu", copy=True) for k, v in pl_module.model.state_dict().items()})
 
-    plain = engine._fit_callbacks
-
-    def with_curve(*a, **k):
-        fit_callbacks = plain(*a, **k)
-        fit_callbacks.all[:0] = [EveryValidation()]
-        return fit_callbacks
-
-    engine._fit_callbacks = with_curve
-    try:
-        clf.fit_prepared(data)
-    finally:
-        engine._fit_callbacks = plain
+    _fit_with(clf, data, [EveryValidation()])
     test = data.splits["test"]
     sample = np.sort(np.random.default_rng(0).choice(len(test), min(args.curve, len(test)), replace=False))
     sampled = test.subset(sample)
@@ -134,27 +151,23 @@ def curve_trial(args, seed: int, options: dict) -> dict:
         clf.model.load_state_dict(state)
         row["test_sample_accuracy"] = evaluate_encoded(clf, sampled)["accuracy"]
     print(f"seed {seed}: {len(rows)} validations tested on {len(sample)} test documents", flush=True)
-    tested = {}
+    tested, reports = {}, {}
     for rule in CURVE_RULES:
         i = _pick(rows, rule, len(data.splits["valid"]))
-        clf.model.load_state_dict(states[i])
-        report = evaluate_encoded(clf, test)
+        if i not in reports:  # rules often agree: each step's weights are tested once
+            clf.model.load_state_dict(states[i])
+            reports[i] = evaluate_encoded(clf, test)
+        report = reports[i]
         tested[rule] = {"test_accuracy": report["accuracy"], "test_macro_f1": report["macro_f1"], **rows[i]}
         print(f"seed {seed} {rule}: test accuracy {report['accuracy']:.4f} (step {rows[i]['step']})", flush=True)
     return {"seed": seed, "kept_by_run": clf.results["best"], "rules": tested, "curve": rows}
 
 
 def trial(args, seed: int, options: dict) -> dict:
-    from docattn.benchmark import PathData
-    from docattn.classifier import DocumentClassifier
-    from docattn.training import engine
     from docattn.training.callbacks import BestWeights
     from docattn.training.trainer import evaluate_encoded
 
-    if args.test_fraction:
-        options = {**options, "test_fraction": args.test_fraction}
-    clf = DocumentClassifier(args.model, seed=seed, progress=False, progress_lines=True, **options)
-    data = PathData(args.data, args.test)(clf.data_settings)
+    clf, data = _prepared(args, seed, options)
 
     class RuleWeights(BestWeights):
         """``n_valid`` > 0: the newest weights whose accuracy is within one standard error of the best so far,
@@ -168,7 +181,7 @@ def trial(args, seed: int, options: dict) -> dict:
             if not self.n_valid:
                 return super().keeps(score)
             self.top = score if self.top is None else max(self.top, score)
-            return score >= self.top - np.sqrt(self.top * (1.0 - self.top) / self.n_valid)
+            return score >= self.top - _standard_error(self.top, self.n_valid)
 
         @property
         def state_key(self) -> str:  # Lightning keys callback state by type: one key per rule
@@ -177,18 +190,7 @@ def trial(args, seed: int, options: dict) -> dict:
     rules = {rule: RuleWeights(rule, rule) for rule in RULES}
     rules["newest_tied"] = RuleWeights("newest_tied", "val_acc", n_valid=len(data.splits["valid"]))
     last = LastWeights()
-    plain = engine._fit_callbacks  # the benchmark's hook: the fit's own callbacks, plus the rules' keepers
-
-    def with_rules(*a, **k):
-        fit_callbacks = plain(*a, **k)
-        fit_callbacks.all[:0] = [*rules.values(), last.callback]
-        return fit_callbacks
-
-    engine._fit_callbacks = with_rules
-    try:
-        clf.fit_prepared(data)
-    finally:
-        engine._fit_callbacks = plain
+    _fit_with(clf, data, [*rules.values(), last.callback])
     kept = {"run": clf.results["best"]}
     tested = {}
     states = {**{r: (keeper.best_state, keeper.best_metrics) for r, keeper in rules.items()}, "last": (last.state, {})}
