@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from docattn.classifier import DocumentClassifier, to_corpus
 from docattn.cli import app
 from docattn.data import synthetic
-from docattn.explain.faithfulness import fit_to_limits
+from docattn.explain.tokens import fit_to_limits
 
 # tiny hyper-parameters of the models used here (fast on two shared CPU cores)
 TINY = {
@@ -428,7 +428,7 @@ def test_attention_stats_self_attention_diagonality(self_attention, splits):
 
 
 def test_faithfulness(han, test_file):
-    from docattn.explain.faithfulness import attention_scores
+    from docattn.explain.scores import attention_scores
 
     clf, run = han
     res = CliRunner().invoke(
@@ -486,7 +486,7 @@ def test_faithfulness(han, test_file):
 
 def test_integrated_gradients_match_captum(self_attention, splits):
     """The batched hand-written integrated gradients equal Captum's LayerIntegratedGradients on a flat model."""
-    from docattn.explain.faithfulness import captum_integrated_gradients, gradient_scores, probabilities
+    from docattn.explain.scores import captum_integrated_gradients, gradient_scores, probabilities
 
     clf, _ = self_attention
     if clf.model.layout != "flat":

@@ -10,7 +10,7 @@ import torch
 
 from docattn.data.encoding import EncodedCorpus
 from docattn.data.text import UNK
-from docattn.explain.faithfulness import compact, fit_to_limits, top_fraction
+from docattn.explain.faithfulness import top_fraction
 from docattn.explain.metrics import diagonality, entropy, gini, zero_share
 from docattn.explain.rationale import (
     average_precision,
@@ -19,6 +19,7 @@ from docattn.explain.rationale import (
     rationale_metrics,
     rationale_scores,
 )
+from docattn.explain.tokens import compact, fit_to_limits
 
 
 def test_gini_known_values():
@@ -83,7 +84,7 @@ def test_rationale_positions_follow_the_models_text_processing():
     """HCAN's cleaning drops "," so later words move up; a dropped deciding word is left out."""
     from docattn.data.corpus import Corpus
     from docattn.data.text import TextConfig, Vocabulary, documents_to_strings
-    from docattn.explain.attention import surface_sentences
+    from docattn.explain.tokens import surface_sentences
 
     sentences = [["a dull start .", "the plot , sadly , is not good ."]]
     corpus = Corpus(

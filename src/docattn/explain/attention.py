@@ -6,27 +6,11 @@ import numpy as np
 import torch
 
 from docattn.data.corpus import Corpus
-from docattn.data.text import SEP_TOKEN, documents_to_strings
+from docattn.data.text import documents_to_strings
 from docattn.errors import DocattnError
-
-
-def surface_sentences(vocab, string: str) -> list[list[str]]:
-    """The tokens of one tokenizer-ready document, split into its non-empty sentences.
-
-    Mirrors ``encode_ids``: the same pre-tokenizer, SEP splits, empty sentences dropped, so
-    token j of sentence i lines up with the model's word position (i, j).
-    """
-    sentences, current = [], []
-    for tok in vocab.tokenize(string):
-        if tok == SEP_TOKEN:
-            if current:
-                sentences.append(current)
-            current = []
-        else:
-            current.append(tok)
-    if current:
-        sentences.append(current)
-    return sentences or [["<unk>"]]
+from docattn.explain.attribution import contribution_items
+from docattn.explain.scores import predicted
+from docattn.explain.tokens import fit_length, surface_sentences
 
 
 def explain_documents(
@@ -48,8 +32,6 @@ def explain_documents(
     corpus = corpus if isinstance(corpus, Corpus) else to_corpus(corpus)
     method = resolve_method(clf.model, clf.model_name, method)
     if method != ATTENTION:
-        from docattn.explain.attribution import contribution_items
-
         items = contribution_items(clf, corpus, method, target, ig_steps, batch_size)
         if clf.labels.multi_label and target is None:  # the top label above, and each predicted label beside it
             add_label_attributions(clf, corpus, items, method, batch_size, ig_steps)
@@ -64,21 +46,11 @@ def explain_documents(
     return items
 
 
-def predicted(labels, probs: np.ndarray) -> list:
-    """Each document's prediction: the most probable class, or for a multi-label model the list of classes at or
-    over their thresholds (as ``predict`` gives them)."""
-    if labels.multi_label:
-        return labels.decode_sets(labels.decide(probs))
-    return [labels.classes[int(i)] for i in probs.argmax(1)]
-
-
 def add_label_attributions(
     clf, corpus: Corpus, items: list[dict], method: str, batch_size: int = 64, ig_steps: int = 20
 ) -> None:
     """Multi-label: one attention serves every label, so each item gets ``label_attributions``, the signed
     ``method`` contributions toward each label it predicts (in the item's schema, without the tokens)."""
-    from docattn.explain.attribution import contribution_items
-
     classes = clf.labels.classes
     for item in items:
         item["label_attributions"] = []
@@ -145,7 +117,7 @@ def attention_items(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
                         {
                             "tokens": toks,
                             "weight": float(att["sentence"][row, i]) if "sentence" in att else None,
-                            "word_weights": _fit(att["word"][row, i], len(toks)) if "word" in att else None,
+                            "word_weights": fit_length(att["word"][row, i], len(toks)) if "word" in att else None,
                             "word_contributions": None,
                             "words_read": min(len(toks), int(batch.word_mask[batch.sentence_index[row, i]].sum())),
                         }
@@ -153,19 +125,11 @@ def attention_items(clf, corpus: Corpus, batch_size: int = 64) -> list[dict]:
             else:
                 tokens = [t for s in sentences for t in s]
                 item["tokens"] = tokens
-                item["token_weights"] = _fit(att["token"][row], len(tokens)) if "token" in att else None
+                item["token_weights"] = fit_length(att["token"][row], len(tokens)) if "token" in att else None
                 item["token_contributions"] = None
                 item["tokens_read"] = min(len(tokens), int(batch.mask[row].sum()))
             out.append(item)
     return out
-
-
-def _fit(weights: np.ndarray, n: int) -> list[float]:
-    """First ``n`` weights, zero-filled where truncation cut words the model never saw."""
-    out = np.zeros(n, dtype=np.float64)
-    k = min(n, len(weights))
-    out[:k] = weights[:k]
-    return out.tolist()
 
 
 def jsonable(items: list[dict]) -> list[dict]:

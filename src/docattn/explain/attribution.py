@@ -14,14 +14,14 @@ import numpy as np
 
 from docattn.data.encoding import EncodedCorpus
 from docattn.errors import DocattnError
+from docattn.explain.linear import linear_contributions
 from docattn.explain.methods import INTEGRATED_GRADIENTS, LINEAR, resolve_target
+from docattn.explain.scores import gradient_scores, predicted, probabilities
+from docattn.explain.tokens import fit_length, fit_to_limits, surface_sentences
 
 
 def token_contributions(clf, enc: EncodedCorpus, method: str, target: np.ndarray, ig_steps: int = 20, batch_size=64):
     """(contributions (n_tokens,), bias (n_documents,) or None) of ``method`` toward each document's target."""
-    from docattn.explain.faithfulness import gradient_scores
-    from docattn.explain.linear import linear_contributions
-
     if method == LINEAR:
         return linear_contributions(clf, enc, target, batch_size)
     steps = ig_steps if method == INTEGRATED_GRADIENTS else None
@@ -49,19 +49,9 @@ def _shares(enc: EncodedCorpus, contributions: np.ndarray) -> tuple[np.ndarray, 
     return of_document, of_sentence, sentence_share
 
 
-def _fit(values: np.ndarray, n: int) -> list[float]:
-    """First ``n`` values, zero-filled where truncation cut words the model never read."""
-    out = np.zeros(n)
-    k = min(n, len(values))
-    out[:k] = values[:k]
-    return out.tolist()
-
-
 def contribution_items(clf, corpus, method: str, target=None, ig_steps: int = 20, batch_size: int = 64) -> list[dict]:
     """``explain``'s items for a signed ``method``, toward ``target`` (class index(es); None: the prediction)."""
     from docattn.data.text import documents_to_strings
-    from docattn.explain.attention import predicted, surface_sentences
-    from docattn.explain.faithfulness import fit_to_limits, probabilities
 
     model, classes = clf.model, clf.labels.classes
     # only the words the model reads: the contributions line up with the first words of each document
@@ -97,8 +87,8 @@ def contribution_items(clf, corpus, method: str, target=None, ig_steps: int = 20
                 {
                     "tokens": toks,
                     "weight": float(sentence_share[first + i]),
-                    "word_weights": _fit(shares[i], len(toks)),
-                    "word_contributions": _fit(signed[i], len(toks)),
+                    "word_weights": fit_length(shares[i], len(toks)),
+                    "word_contributions": fit_length(signed[i], len(toks)),
                     "words_read": min(len(toks), len(signed[i])),
                 }
                 for i, toks in enumerate(sentences[: last - first])
@@ -107,8 +97,8 @@ def contribution_items(clf, corpus, method: str, target=None, ig_steps: int = 20
             tokens = [t for s in sentences for t in s]
             read = np.concatenate(signed) if signed else np.zeros(0)
             item["tokens"] = tokens
-            item["token_weights"] = _fit(np.concatenate(shares) if shares else np.zeros(0), len(tokens))
-            item["token_contributions"] = _fit(read, len(tokens))
+            item["token_weights"] = fit_length(np.concatenate(shares) if shares else np.zeros(0), len(tokens))
+            item["token_contributions"] = fit_length(read, len(tokens))
             item["tokens_read"] = min(len(tokens), len(read))
         items.append(item)
     return items

@@ -211,7 +211,7 @@ def word_attention_distribution(
 def surface_token_lists(clf, corpus) -> list[list[list[str]]]:
     """Every document's tokens per sentence, aligned with the model's word positions (i, j)."""
     from docattn.data.text import documents_to_strings
-    from docattn.explain.attention import surface_sentences
+    from docattn.explain.tokens import surface_sentences
 
     strings = documents_to_strings(corpus.texts, corpus.sentences, clf.vocab.text_config)
     return [surface_sentences(clf.vocab, s) for s in strings]

@@ -25,6 +25,8 @@ import numpy as np
 
 from docattn.data.encoding import EncodedCorpus
 from docattn.errors import DocattnError
+from docattn.explain.collect import model_device
+from docattn.explain.tokens import batch_positions
 
 
 def linear_contributions(clf, enc: EncodedCorpus, target: np.ndarray, batch_size: int = 64):
@@ -115,8 +117,6 @@ def fasttext_contributions(clf, enc: EncodedCorpus, target: np.ndarray, batch_si
     """Per token: (1/n) W_c . e_token plus its 1/m share of each m-gram row; bias b_c. In float64."""
     import torch
 
-    from docattn.explain.collect import model_device
-    from docattn.explain.faithfulness import batch_positions
     from docattn.models.fasttext import hash_ngrams
     from docattn.training.inference import iter_batches
 

@@ -5,7 +5,7 @@
 - "linear": each word's exact share of the class's logit, for linear models (the tf-idf baselines nb,
   logreg, logreg-l1; fasttext; fasttext-lib), ``explain.linear``;
 - "gradient_x_input" and "integrated_gradients": attributions through a neural model's word embedding
-  (``explain.faithfulness.gradient_scores``).
+  (``explain.scores.gradient_scores``).
 
 A model's default is its own attention, or "linear" for a linear model. Attention does not depend on the
 class; the other methods explain one class per document, the ``target`` (a class index, by default the

@@ -112,7 +112,8 @@ class ServedRun:
 def _add_gradient_view(items: list[dict], clf, corpus) -> None:
     """A "gradient x input" view per document: |attribution| shares per sentence and per word within it (hierarchical),
     or per token (flat), scaled as attention is, so the report's views show it beside the attention."""
-    from docattn.explain.faithfulness import fit_to_limits, gradient_scores
+    from docattn.explain.scores import gradient_scores
+    from docattn.explain.tokens import fit_to_limits
 
     if clf.labels.multi_label:  # each predicted label's attributions are the items' own (label_attributions)
         return
