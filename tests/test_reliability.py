@@ -130,7 +130,7 @@ def test_tune_resume_refuses_a_checkpoint_holding_code(corpus, tmp_path):
 
 def test_the_engine_refuses_code_before_lightning_opens_the_file(tmp_path):
     from docattn.errors import CheckpointError
-    from docattn.training.engine import check_resumable, read_checkpoint
+    from docattn.training.run import check_resumable, read_checkpoint
 
     marker = tmp_path / "pwned"
     _malicious_checkpoint(tmp_path / "last.ckpt", marker)

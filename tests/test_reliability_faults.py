@@ -62,7 +62,7 @@ def resumed(tmp_path_factory) -> dict:
     checkpoint appears; and that one continued with --resume. 900 training documents in batches of 17 make
     53 steps an epoch, validated after steps 17, 34 and 51: an epoch long enough to kill in, and two steps
     trained after an epoch's last validation, whose loss the next validation row reports."""
-    from docattn.training.engine import read_checkpoint
+    from docattn.training.run import read_checkpoint
 
     tmp = tmp_path_factory.mktemp("resume")
     splits = synthetic.make_splits(n_train=1000, n_test=40, seed=3)

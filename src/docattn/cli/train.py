@@ -335,8 +335,7 @@ def _say_resume_point(log, out: Path, clf) -> None:
     goes on."""
     from docattn.models import get_spec
     from docattn.models.contract import is_bag
-    from docattn.training.engine import trained_epochs
-    from docattn.training.run import resume_checkpoint
+    from docattn.training.run import resume_checkpoint, trained_epochs
 
     if is_bag(get_spec(clf.model_name)):
         return

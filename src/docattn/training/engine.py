@@ -1,7 +1,7 @@
 """Training on Lightning: optimisers and schedules, validation, best model, resume, DDP, bf16.
 
 Lightning runs the loop, devices, precision and data parallelism; docattn supplies the model,
-its bucketed batches (one sampler that is also rank-aware under DDP), and its callbacks
+its bucketed batches (``training.loaders``, rank-aware under DDP), and its callbacks
 (``training.callbacks``): the best-so-far weights by a validation metric, a metrics CSV and
 documents/s, a resume checkpoint and, when asked, an exponential moving average of the weights.
 ``fit`` composes them in named steps and returns a ``FitResult``.
@@ -25,7 +25,6 @@ import torch.nn.functional as F
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from docattn.data.batching import batch_sampler
 from docattn.data.encoding import EncodedCorpus
 from docattn.errors import CheckpointError, ConfigError, Diverged, Interrupted
 from docattn.training.callbacks import (
@@ -40,119 +39,9 @@ from docattn.training.callbacks import (
     ValidateLastStep,
 )
 from docattn.training.config import TrainConfig, wants_gpu
-from docattn.training.inference import make_batch
+from docattn.training.loaders import DocumentData
 from docattn.training.loggers import build_loggers
-from docattn.training.run import METRICS, WEIGHTS, resume_checkpoint
-
-
-class _Indices(torch.utils.data.Dataset):
-    def __init__(self, n: int):
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> int:
-        return i
-
-
-class _Collate:
-    """Turns a list of document indices into the model's batch layout (picklable for workers)."""
-
-    def __init__(self, corpus: EncodedCorpus, layout: str, limits: dict):
-        self.corpus, self.layout, self.limits = corpus, layout, limits
-
-    def __call__(self, documents: list[int]):
-        return make_batch(self.corpus, documents, self.layout, self.limits)
-
-
-def _loader(
-    corpus: EncodedCorpus,
-    layout: str,
-    limits: dict,
-    batch_size: int,
-    shuffle: bool,
-    seed: int,
-    trainer,
-    pad: bool,
-    workers: int = 0,
-):
-    world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
-    sampler = batch_sampler(
-        corpus,
-        layout,
-        limits,
-        batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        num_replicas=world if pad else 1,
-        rank=rank if pad else 0,
-    )
-    if not pad and world > 1:  # evaluation: each rank takes every world-th batch, no document twice
-        sampler = _Strided(sampler, world, rank)
-    # on a GPU, worker processes build the next batches while kernels run, in page-locked memory so
-    # that the copy to the device does not block (the batch types have pin_memory())
-    cuda = trainer is not None and trainer.strategy.root_device.type == "cuda"
-    return torch.utils.data.DataLoader(
-        _Indices(len(corpus)),
-        batch_sampler=sampler,
-        collate_fn=_Collate(corpus, layout, limits),
-        num_workers=workers,
-        persistent_workers=workers > 0,
-        pin_memory=cuda and workers > 0,
-    )
-
-
-class _Strided(torch.utils.data.Sampler):
-    def __init__(self, inner, world: int, rank: int):
-        self.inner, self.world, self.rank = inner, world, rank
-
-    def __iter__(self):
-        for i, b in enumerate(self.inner):
-            if i % self.world == self.rank:
-                yield b
-
-    def __len__(self) -> int:
-        return len(range(self.rank, len(self.inner), self.world))
-
-
-class DocumentData(L.LightningDataModule):
-    def __init__(self, train: EncodedCorpus, valid: EncodedCorpus, layout: str, limits: dict, cfg: TrainConfig):
-        super().__init__()
-        self.train, self.valid, self.layout, self.limits, self.cfg = train, valid, layout, limits, cfg
-
-    def train_dataloader(self):
-        return _loader(
-            self.train,
-            self.layout,
-            self.limits,
-            self.cfg.batch_size,
-            True,
-            self.cfg.seed,
-            self.trainer,
-            pad=True,
-            workers=self.cfg.loader_workers,
-        )
-
-    def val_dataloader(self):
-        size, world = max(self.cfg.batch_size, 128), self.trainer.world_size if self.trainer is not None else 1
-        if world > 1:  # every rank needs at least one batch of its own (ranks take every world-th one)
-            if len(self.valid) < world:
-                raise ConfigError(
-                    f"{world} processes need at least {world} validation documents, got {len(self.valid)}"
-                )
-            size = min(size, len(self.valid) // world)
-        return _loader(
-            self.valid,
-            self.layout,
-            self.limits,
-            size,
-            False,
-            0,
-            self.trainer,
-            pad=False,
-            workers=self.cfg.loader_workers,
-        )
+from docattn.training.run import METRICS, WEIGHTS, read_checkpoint, resume_checkpoint
 
 
 def weighted_cross_entropy(
@@ -373,46 +262,6 @@ def _interrupted(err: BaseException, trainer, run_dir: Path | None) -> Interrupt
             where,
         )
     return Interrupted(f"{where}, before a checkpoint was written: nothing to resume", int(sig), where)
-
-
-def read_checkpoint(checkpoint: Path) -> dict:
-    """A resume checkpoint's contents, read with ``weights_only=True``: tensors, numbers, strings and
-    containers only, so a file holding a pickled object (code that would run on load) is refused."""
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-    except FileNotFoundError:
-        raise CheckpointError(
-            f"{checkpoint}: no resume checkpoint (the run has not finished an epoch); train it again without --resume"
-        ) from None
-    except Exception as err:  # noqa: BLE001 - a refused global (UnpicklingError), a torn or foreign file: all refused
-        why = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-        raise CheckpointError(
-            f"{checkpoint}: cannot resume, refused: not a checkpoint docattn wrote, or it holds more "
-            f"than tensors and numbers ({why}); nothing was changed. Delete it to train the run again"
-        ) from None
-    if not isinstance(state, dict) or not isinstance(state.get("epoch"), int):
-        raise CheckpointError(
-            f"{checkpoint}: cannot resume, refused: not a checkpoint docattn wrote (no epoch); "
-            "nothing was changed. Delete it to train the run again"
-        )
-    return state
-
-
-def trained_epochs(checkpoint: Path) -> int:
-    """Epochs a resume checkpoint has finished (``ResumePoint`` writes one at each epoch's end, with
-    Lightning's 0-based ``epoch``); a file that cannot be read safely is a ``CheckpointError``."""
-    return read_checkpoint(checkpoint)["epoch"] + 1
-
-
-def check_resumable(checkpoint: Path, max_epochs: int | None) -> None:
-    """Refuse, before anything is written, a checkpoint that cannot be read safely and a resume with no
-    epoch left to train: it would train nothing and rewrite the run's config.json without its history."""
-    done = trained_epochs(checkpoint)
-    if max_epochs is not None and max_epochs <= done:
-        raise ConfigError(
-            f"--resume: {checkpoint} has already trained {done} epoch(s), nothing is left to resume; "
-            f"give --epochs {done + 1} or more to train more (now: {max_epochs})"
-        )
 
 
 @dataclass(frozen=True)

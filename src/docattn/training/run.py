@@ -12,7 +12,7 @@ from docattn.data.corpus import LabelMap
 from docattn.data.files import write_json
 from docattn.data.prepare import DataSettings
 from docattn.data.text import Vocabulary
-from docattn.errors import CheckpointError, DocattnError
+from docattn.errors import CheckpointError, ConfigError, DocattnError
 from docattn.models.contract import is_one_shot
 from docattn.training.config import TrainConfig
 from docattn.version import __version__
@@ -23,6 +23,46 @@ CONFIG, VOCAB, WEIGHTS, METRICS = "config.json", "vocab.json", "model.safetensor
 def resume_checkpoint(run_dir: Path) -> Path:
     """Where a run's ``--resume`` checkpoint lives (written by the engine's ``ResumePoint``)."""
     return run_dir / "checkpoints" / "last.ckpt"
+
+
+def read_checkpoint(checkpoint: Path) -> dict:
+    """A resume checkpoint's contents, read with ``weights_only=True``: tensors, numbers, strings and
+    containers only, so a file holding a pickled object (code that would run on load) is refused."""
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{checkpoint}: no resume checkpoint (the run has not finished an epoch); train it again without --resume"
+        ) from None
+    except Exception as err:  # noqa: BLE001 - a refused global (UnpicklingError), a torn or foreign file: all refused
+        why = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise CheckpointError(
+            f"{checkpoint}: cannot resume, refused: not a checkpoint docattn wrote, or it holds more "
+            f"than tensors and numbers ({why}); nothing was changed. Delete it to train the run again"
+        ) from None
+    if not isinstance(state, dict) or not isinstance(state.get("epoch"), int):
+        raise CheckpointError(
+            f"{checkpoint}: cannot resume, refused: not a checkpoint docattn wrote (no epoch); "
+            "nothing was changed. Delete it to train the run again"
+        )
+    return state
+
+
+def trained_epochs(checkpoint: Path) -> int:
+    """Epochs a resume checkpoint has finished (``ResumePoint`` writes one at each epoch's end, with
+    Lightning's 0-based ``epoch``); a file that cannot be read safely is a ``CheckpointError``."""
+    return read_checkpoint(checkpoint)["epoch"] + 1
+
+
+def check_resumable(checkpoint: Path, max_epochs: int | None) -> None:
+    """Refuse, before anything is written, a checkpoint that cannot be read safely and a resume with no
+    epoch left to train: it would train nothing and rewrite the run's config.json without its history."""
+    done = trained_epochs(checkpoint)
+    if max_epochs is not None and max_epochs <= done:
+        raise ConfigError(
+            f"--resume: {checkpoint} has already trained {done} epoch(s), nothing is left to resume; "
+            f"give --epochs {done + 1} or more to train more (now: {max_epochs})"
+        )
 
 
 def settings_as_options(data: DataSettings, training: TrainConfig, hparams: dict) -> dict:

@@ -180,7 +180,8 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
         results["train_seconds"] = time.perf_counter() - t0
         results["valid"] = _brief(evaluate_encoded(clf, data.splits["valid"]))
     else:
-        from docattn.training.engine import check_resumable, checked_trainer, fit, resume_checkpoint
+        from docattn.training.engine import checked_trainer, fit
+        from docattn.training.run import check_resumable, resume_checkpoint
 
         checked_trainer(cfg)  # options Lightning refuses are named before the run folder is written
         resuming = resume and run_dir is not None and resume_checkpoint(run_dir).exists()

@@ -162,9 +162,8 @@ class _Record:
 def _unfinished(run_dir: Path, clf: Trial, data: PreparedData) -> bool:
     """Whether a trial's resume checkpoint has epochs left; one that trained them all was cut
     short while it was tested or saved, and trains again rather than keep half-written results."""
-    from docattn.training.engine import check_resumable
     from docattn.training.recipe import planned_epochs
-    from docattn.training.run import resume_checkpoint
+    from docattn.training.run import check_resumable, resume_checkpoint
 
     checkpoint = resume_checkpoint(run_dir)
     if not checkpoint.exists():
