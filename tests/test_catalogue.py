@@ -13,7 +13,7 @@ from docattn.models.catalogue import CATALOGUE, CPU_SIZES, TRUNCATIONS, closest_
 
 
 def test_catalogue_equals_the_registry():
-    """Every registered name, and only those, with its layout, paper, description, truncation and CPU sizes."""
+    """Every registered name, and only those, with its layout, paper, description, truncation and sizes."""
     assert sorted(CATALOGUE) == list_models()
     for name in list_models():
         spec, entry = get_spec(name), CATALOGUE[name]
@@ -25,6 +25,7 @@ def test_catalogue_equals_the_registry():
         ), name
         assert entry.truncation == {k: v for k, v in spec.training.items() if k in TRUNCATIONS}, name
         assert entry.cpu_sizes == {k: v for k, v in spec.cpu.items() if k in CPU_SIZES}, name
+        assert entry.large_sizes == spec.large, name
 
 
 def test_catalogue_imports_no_torch():

@@ -17,7 +17,7 @@ from docattn.data import synthetic
 from docattn.data.prepare import DataSettings, prepare
 from docattn.errors import ConfigError, DataError
 from docattn.training.config import TrainConfig
-from docattn.training.recipe import class_weights, planned_epochs, resolve, word2vec_passes
+from docattn.training.recipe import class_weights, data_sized_hparams, planned_epochs, resolve, word2vec_passes
 
 TINY = dict(embedding_dim=16, hidden_size=8, context_dim=8, progress=False, min_count=2)
 
@@ -77,6 +77,31 @@ def test_the_auto_recipe_lays_the_familys_own_settings_over_the_registered_ones(
     assert "dropout" not in paper.hparams and paper.train_config.embedding_lr == 5e-4
     given = DocumentClassifier("han", dropout=0.0, embedding_lr=1e-4)  # the user's options win
     assert given.hparams["dropout"] == 0.0 and given.train_config.embedding_lr == 1e-4
+
+
+def test_hans_width_follows_the_data_under_auto_unless_the_user_set_it():
+    assert data_sized_hparams("han", "auto", 10_000, {}) == {"hidden_size": 100}
+    assert data_sized_hparams("han-max", "auto", 50_000, {"lr": 1e-3}) == {"hidden_size": 100}
+    assert data_sized_hparams("han", "auto", 9_999, {}) == {}  # a few thousand documents overfit it
+    assert data_sized_hparams("han", "paper", 50_000, {}) == {}
+    assert data_sized_hparams("han", "auto", 50_000, {"hidden_size": 64}) == {}  # the user's option wins
+    assert data_sized_hparams("hpan", "auto", 50_000, {}) == {}
+
+
+def test_a_large_training_split_builds_the_wider_model_and_its_run_says_so(tmp_path, monkeypatch):
+    import docattn.models
+
+    monkeypatch.setattr(docattn.models, "LARGE_DATA", 100)  # 200 synthetic documents count as large
+    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
+    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+    tiny = {k: v for k, v in TINY.items() if k != "hidden_size"}
+    clf = DocumentClassifier("han", embeddings="random", max_steps=2, guardrail=False, **tiny)
+    clf.fit_prepared(data, run_dir=tmp_path / "run")
+    assert clf.model.hparams()["hidden_size"] == 100
+    assert clf.results["recipe"]["hparams"] == {"hidden_size": 100}
+    assert DocumentClassifier.load(tmp_path / "run").model.hparams()["hidden_size"] == 100
+    given = DocumentClassifier("han", embeddings="random", max_steps=2, guardrail=False, **TINY).fit_prepared(data)
+    assert given.model.hparams()["hidden_size"] == 8 and "hparams" not in given.results["recipe"]
 
 
 def test_the_cosine_runs_over_the_planned_steps_and_continues_the_same_curve():

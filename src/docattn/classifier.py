@@ -197,7 +197,10 @@ class DocumentClassifier:
             # the seed covers the initial weights too: the engine seeds again only after the model exists
             torch.manual_seed(self.train_config.seed)
             self.model = create_model(
-                self.model_name, vocab_size=len(data.vocab), num_classes=len(data.labels), **self._sized_hparams()
+                self.model_name,
+                vocab_size=len(data.vocab),
+                num_classes=len(data.labels),
+                **self._sized_hparams(len(data.splits["train"])),
             )
             self.results = train_model(self, data, run_dir=Path(run_dir) if run_dir else None, resume=resume)
         except BaseException:
@@ -252,12 +255,17 @@ class DocumentClassifier:
         self._check_fitted()
         return list(self.labels.classes)
 
-    def _sized_hparams(self) -> dict:
-        """The hyper-parameters, with the word vectors' width where pre-trained vectors start the embedding and
-        no ``embedding_dim`` was asked for: a 256-d table or a 300-d GloVe file then just works."""
+    def _sized_hparams(self, n_documents: int) -> dict:
+        """The hyper-parameters sized to the data: the family's large-data settings on ``n_documents`` training
+        documents (``data_sized_hparams``), and the word vectors' width where pre-trained vectors start the
+        embedding and no ``embedding_dim`` was asked for: a 256-d table or a 300-d GloVe file then just works."""
+        from docattn.training.recipe import data_sized_hparams
+
+        sized = data_sized_hparams(self.model_name, self.train_config.recipe, n_documents, self._options)
+        hparams = {**self.hparams, **sized}
         source = self.train_config.embeddings
-        if "embedding_dim" in self.hparams or source in ("word2vec", "random"):
-            return self.hparams
+        if "embedding_dim" in hparams or source in ("word2vec", "random"):
+            return hparams
         import torch
 
         from docattn.data.embeddings import vector_dim
@@ -266,7 +274,7 @@ class DocumentClassifier:
         dim = vector_dim(source)
         with torch.random.fork_rng(devices=[]):  # a throwaway model tells whether it has an embedding width
             accepts = "embedding_dim" in create_model(self.model_name, vocab_size=2, num_classes=2).hparams()
-        return {**self.hparams, "embedding_dim": dim} if dim and accepts else self.hparams
+        return {**hparams, "embedding_dim": dim} if dim and accepts else hparams
 
     def _check_fitted(self) -> None:
         if self.model is None:

@@ -180,6 +180,8 @@ def _print_stop(console, results: dict, config) -> None:
 
 
 def _print_recipe(console, results: dict) -> None:
+    from docattn.models import LARGE_DATA
+
     recipe = results.get("recipe") or {}
     if recipe.get("recipe") != "auto":
         return
@@ -199,6 +201,7 @@ def _print_recipe(console, results: dict) -> None:
         )
         + (f", label smoothing {recipe['label_smoothing']:g}" if recipe.get("label_smoothing") else "")
         + (f", class weights {', '.join(f'{c} {w:g}' for c, w in weights.items())}" if weights else "")
+        + "".join(f", {k} {v} for {LARGE_DATA:,}+ documents" for k, v in (recipe.get("hparams") or {}).items())
     )
 
 

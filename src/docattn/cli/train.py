@@ -45,7 +45,7 @@ TestFraction = option(
 )
 Recipe = option(
     "--recipe",
-    "auto: epochs, early stopping, word2vec passes and class weights sized to the data; "
+    "auto: epochs, early stopping, word2vec passes, class weights and HAN's width sized to the data; "
     "paper: each model's registered settings.",
     "auto",
 )

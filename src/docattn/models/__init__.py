@@ -19,6 +19,9 @@ from docattn.models.contract import LAYOUTS, Layout
 # every module of this package registers its models on import, except these helpers; they are
 # imported on first use so that `docattn --help` stays fast
 NOT_MODELS = {"catalogue", "contract", "grouping", "gru", "layers", "output"}
+# training documents from which the auto recipe lays a family's ``ModelSpec.large`` settings: HAN's wider
+# GRU was worse on 900-5,500 documents and better on 10,000-22,500 (benchmarks/README.md, "Current defaults")
+LARGE_DATA = 10_000
 
 
 @dataclass(frozen=True)
@@ -36,12 +39,19 @@ class ModelSpec:
     # under the auto recipe on any device: what the family needs on data it was not tuned on (regularisation
     # where the paper had none); recipe="paper" keeps the registered settings
     auto: dict = field(default_factory=dict)
+    # under the auto recipe, on a training split of at least LARGE_DATA documents: the hyper-parameters the
+    # family gains from that much data (HAN: a wider GRU), laid over ``auto`` once the data is known
+    large: dict = field(default_factory=dict)
 
     def recipe_settings(self, recipe: str, gpu: bool) -> dict:
         """The settings ``recipe`` lays over the registered ones (training options and hyper-parameters)."""
         if recipe != "auto":
             return {}
         return {**self.auto, **({} if gpu else self.cpu)}
+
+    def sized_settings(self, recipe: str, n_documents: int) -> dict:
+        """The hyper-parameters ``recipe`` sizes to a training split of ``n_documents`` documents."""
+        return dict(self.large) if recipe == "auto" and n_documents >= LARGE_DATA else {}
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -57,6 +67,7 @@ def register_model(
     training: dict | None = None,
     cpu: dict | None = None,
     auto: dict | None = None,
+    large: dict | None = None,
     **defaults,
 ):
     """Decorator: register ``cls_or_fn`` under ``name`` with these default hyper-parameters."""
@@ -74,6 +85,7 @@ def register_model(
             dict(training or {}),
             dict(cpu or {}),
             dict(auto or {}),
+            dict(large or {}),
         )
         return builder
 

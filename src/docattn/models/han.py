@@ -41,6 +41,9 @@ HAN_TRAINING = {
 # embeddings above, which curbed overfitting on IMDB but left the vectors of a topic corpus's rarer words
 # where word2vec put them (benchmarks/README.md, "Current defaults")
 HAN_AUTO = {"dropout": 0.2, "embedding_lr": None}
+# and from 10,000 training documents (models.LARGE_DATA) a GRU twice the paper's width: more documents fill
+# it, where a few thousand overfit it (benchmarks/README.md, "Current defaults")
+HAN_LARGE = {"hidden_size": 100}
 
 
 def _read_gate_table(rnn: PaddedBiGRU, table: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -203,6 +206,7 @@ def _variant(name: str, description: str, **defaults):
         layout=HIERARCHICAL,
         training=HAN_TRAINING,
         auto=HAN_AUTO,
+        large=HAN_LARGE,
         **defaults,
     )
     def build(vocab_size: int, num_classes: int, **hparams) -> HAN:

@@ -23,7 +23,7 @@ def wants_gpu(accelerator: str) -> bool:
 
 @dataclass
 class TrainConfig:
-    # "auto": training length, early stopping, word2vec passes and class weights follow the data
+    # "auto": training length, early stopping, word2vec passes, class weights and HAN's width follow the data
     # (training/recipe.py); "paper": each model's registered settings, fixed length, as the papers trained
     recipe: str = "auto"
     max_epochs: int | None = None  # None: sized to the data (auto) or the model's registered epochs (paper, else 10)

@@ -1,5 +1,5 @@
 """The training recipe sized to the data: how long to train, when to stop, how long word2vec trains,
-how classes are weighted and by which score the best weights are chosen.
+how classes are weighted, by which score the best weights are chosen, and how wide the model is.
 
 ``resolve`` turns the options a user left to the recipe (None, "auto") into numbers for one training
 split, so a run's config.json records what it actually did and ``--resume`` repeats it. Each rule:
@@ -22,6 +22,9 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
 - label smoothing 0.1 on single-label data: the training targets keep 10% of their probability spread
   over all classes, so a model stops pushing the training documents it already gets right (multi-label
   data keeps 0, since its per-class thresholds are tuned on the plain probabilities).
+- model size: from ``LARGE_DATA`` (10,000) training documents, the family's ``ModelSpec.large`` settings
+  (HAN: a GRU of 100 per direction, the paper's 50 below), since a few thousand documents overfit the wider
+  model and more documents fill it.
 
 The "paper" recipe keeps each model's registered settings: fixed epochs, no early stopping, 5 word2vec
 passes, no class weights, no label smoothing, no refit, accuracy. The auto recipe also lays each family's own
@@ -31,12 +34,13 @@ settings (``ModelSpec.auto``, ``ModelSpec.cpu``) over its registered ones.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
 
 from docattn.errors import ConfigError
+from docattn.models import get_spec
 from docattn.training.config import TrainConfig
 
 IMBALANCE = 3.0  # largest / smallest class above this: weight the classes (auto)
@@ -69,6 +73,13 @@ def word2vec_passes(cfg: TrainConfig, n_tokens: int) -> int:
         return WORD2VEC_PASSES[0]
     low, high = WORD2VEC_PASSES
     return int(min(high, max(low, math.ceil(cfg.word2vec_tokens / max(n_tokens, 1)))))
+
+
+def data_sized_hparams(model: str, recipe: str, n_documents: int, given: Mapping) -> dict:
+    """The hyper-parameters ``recipe`` sizes to ``n_documents`` training documents for ``model``, less those
+    in ``given`` (the options the user set, which always win)."""
+    sized = get_spec(model).sized_settings(recipe, n_documents)
+    return {k: v for k, v in sized.items() if k not in given}
 
 
 def class_weights(
