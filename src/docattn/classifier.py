@@ -162,6 +162,7 @@ class DocumentClassifier:
         import torch
 
         from docattn.models import create_model
+        from docattn.training.recipe import data_sized_hparams
         from docattn.training.trainer import train_model
 
         train_labels = data.splits["train"].labels
@@ -196,13 +197,15 @@ class DocumentClassifier:
             self.data_settings.text = data.vocab.text_config
             # the seed covers the initial weights too: the engine seeds again only after the model exists
             torch.manual_seed(self.train_config.seed)
-            self.model = create_model(
-                self.model_name,
-                vocab_size=len(data.vocab),
-                num_classes=len(data.labels),
-                **self._sized_hparams(len(data.splits["train"])),
+            sized = data_sized_hparams(
+                self.model_name, self.train_config.recipe, len(data.splits["train"]), self._options
             )
-            self.results = train_model(self, data, run_dir=Path(run_dir) if run_dir else None, resume=resume)
+            self.model = create_model(
+                self.model_name, vocab_size=len(data.vocab), num_classes=len(data.labels), **self._sized_hparams(sized)
+            )
+            self.results = train_model(
+                self, data, run_dir=Path(run_dir) if run_dir else None, resume=resume, sized=sized
+            )
         except BaseException:
             (
                 self.model,
@@ -255,13 +258,10 @@ class DocumentClassifier:
         self._check_fitted()
         return list(self.labels.classes)
 
-    def _sized_hparams(self, n_documents: int) -> dict:
-        """The hyper-parameters sized to the data: the family's large-data settings on ``n_documents`` training
-        documents (``data_sized_hparams``), and the word vectors' width where pre-trained vectors start the
-        embedding and no ``embedding_dim`` was asked for: a 256-d table or a 300-d GloVe file then just works."""
-        from docattn.training.recipe import data_sized_hparams
-
-        sized = data_sized_hparams(self.model_name, self.train_config.recipe, n_documents, self._options)
+    def _sized_hparams(self, sized: dict) -> dict:
+        """The hyper-parameters with those the recipe ``sized`` to the training split (``data_sized_hparams``),
+        and the word vectors' width where pre-trained vectors start the embedding and no ``embedding_dim`` was
+        asked for: a 256-d table or a 300-d GloVe file then just works."""
         hparams = {**self.hparams, **sized}
         source = self.train_config.embeddings
         if "embedding_dim" in hparams or source in ("word2vec", "random"):

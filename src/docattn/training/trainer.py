@@ -153,9 +153,12 @@ def set_thresholds(clf, valid) -> dict:
     return {"global": global_t, "classes_with_own_threshold": own, "classes": len(thresholds)}
 
 
-def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bool = False) -> dict:
-    """Train ``clf.model`` on ``data``; with ``run_dir``, keep the best weights there as training goes."""
-    from docattn.training.recipe import data_sized_hparams, resolve
+def train_model(
+    clf, data: PreparedData, run_dir: Path | None = None, resume: bool = False, sized: dict | None = None
+) -> dict:
+    """Train ``clf.model`` on ``data``; with ``run_dir``, keep the best weights there as training goes.
+    ``sized``: the hyper-parameters the recipe sized to this data when the model was built (recorded)."""
+    from docattn.training.recipe import resolve
     from docattn.training.run import WEIGHTS, save_run, save_weights
 
     train = data.splits["train"]
@@ -167,9 +170,8 @@ def train_model(clf, data: PreparedData, run_dir: Path | None = None, resume: bo
     )
     clf.train_config = cfg  # the numbers this run trains with: config.json records them, --resume repeats them
     results: dict = {"data": data.info, "recipe": _recipe_record(cfg, weights, clf.labels.classes)}
-    sized = data_sized_hparams(clf.model_name, cfg.recipe, len(train), clf._options)
-    if sized:  # what the model was built with for this much data (fit_prepared's _sized_hparams)
-        results["recipe"]["hparams"] = sized
+    if sized:
+        results["recipe"]["hparams"] = dict(sized)
     from docattn.data.batching import truncated_documents
 
     truncated = {name: truncated_documents(enc, model.layout, clf.limits) for name, enc in data.splits.items()}
