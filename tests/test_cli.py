@@ -221,6 +221,8 @@ def test_resume_continues_with_the_runs_own_settings(trained_run, tmp_path):
     shutil.copytree(trained_run / "run", run)
     config = json.loads((run / "config.json").read_text())
     config["training"]["seed"] = 3  # as if trained with --seed 3: a resume without --seed keeps it
+    sized = {"hidden_size": config["hparams"]["hidden_size"]}  # as if the recipe had sized the width to the data
+    config["results"]["recipe"]["hparams"] = sized
     (run / "config.json").write_text(json.dumps(config))
     env = {**os.environ, "DOCATTN_CACHE": str(trained_run / "cache")}
     train = ["train", "--train", str(trained_run / "train.jsonl"), "--out", str(run), "--resume"]
@@ -236,7 +238,7 @@ def test_resume_continues_with_the_runs_own_settings(trained_run, tmp_path):
     after = json.loads((run / "config.json").read_text())
     assert after["model"] == before["model"] and after["hparams"] == before["hparams"]
     assert after["results"]["embeddings"] == "random" and after["training"]["max_epochs"] == 2
-    assert after["training"]["seed"] == 3
+    assert after["training"]["seed"] == 3 and after["results"]["recipe"]["hparams"] == sized
     assert "resumed from epoch 1, the last one finished: training goes on with epoch 2" in res.stderr
     epochs = [int(line.split(",")[0]) for line in (run / "metrics.csv").read_text().splitlines()[1:]]
     assert epochs == sorted(epochs) and epochs[-1] == 1 and epochs.count(0) == before["training"]["val_per_epoch"]

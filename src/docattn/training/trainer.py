@@ -197,6 +197,9 @@ def train_model(
             check_resumable(resume_checkpoint(run_dir), cfg.max_epochs)
             prior = read_config(run_dir).get("results", {})
             results.update({k: v for k, v in prior.items() if k in ("embeddings", "coverage", "embedding_seconds")})
+            # --resume builds the model from the run's whole config, leaving the recipe nothing to size: keep its word
+            if prior_sized := prior.get("recipe", {}).get("hparams"):
+                results["recipe"].setdefault("hparams", prior_sized)
         else:
             results.update(init_embeddings(model, data, cfg))
             if clf.labels.multi_label:
