@@ -208,6 +208,25 @@ def test_han_packed_rnn_matches_length_groups():
         torch.testing.assert_close(a, b)
 
 
+def test_han_word_dropout_hides_real_words_in_training_only():
+    """``word_dropout`` shows about that share of real words as UNK while training; padding stays padding,
+    evaluation sees every word, and the default (the paper's HAN) hides none."""
+    from docattn.data.text import PAD, UNK
+
+    words = torch.randint(3, 40, (400, 50))
+    word_mask = torch.arange(50)[None, :] < torch.randint(1, 51, (400,))[:, None]
+    words = words * word_mask
+    han = create_model("han", vocab_size=40, num_classes=3, word_dropout=0.3)
+    torch.manual_seed(0)
+    hidden = han.train().hide_words(words, word_mask)
+    changed = hidden != words
+    assert (hidden[changed] == UNK).all() and not changed[~word_mask].any()
+    assert (hidden[~word_mask] == PAD).all()
+    assert changed[word_mask].float().mean().item() == pytest.approx(0.3, abs=0.02)
+    assert torch.equal(han.eval().hide_words(words, word_mask), words)
+    assert torch.equal(create_model("han", vocab_size=40, num_classes=3).train().hide_words(words, word_mask), words)
+
+
 def test_han_one_group_only_where_it_fits_in_memory():
     """On a GPU HAN pads a batch's sentences to one width unless that would be large: small always,
     over 1M positions never, in between only on CUDA with room (never on the CPU or meta)."""

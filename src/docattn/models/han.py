@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 
 from docattn.data.batching import HierarchicalBatch
+from docattn.data.text import UNK
 from docattn.models import register_model
 from docattn.models.contract import HIERARCHICAL, AttentionKind, pooling_kinds
 from docattn.models.grouping import LengthGroups
@@ -77,6 +78,7 @@ class HANConfig:
     alpha_min: float = 0.05  # HPAN threshold at the word level
     alpha_min_sentence: float | None = None  # HPAN threshold at the sentence level (None: same)
     dropout: float = 0.0  # on embeddings and on the document vector (HPAN/HSAN: 0.1)
+    word_dropout: float = 0.0  # in training, the share of words shown as UNK (the paper: none)
     # word encoder's length-sorted groups: 0 picks them per batch (CPU: least padding + steps; GPU: one), n: n equal
     length_groups: int = 0
     group_step_cost: float = 1024.0  # with length_groups=0: padded positions one more recurrence step is worth (CPU)
@@ -132,6 +134,15 @@ class HAN(nn.Module):
     def attention_kinds(self) -> tuple[AttentionKind, ...]:
         return pooling_kinds(("word", "sentence"), self.config.pooling)
 
+    def hide_words(self, words: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
+        """In training, each real word replaced by UNK with probability ``word_dropout``: a model that can no
+        longer count on any one word of a document it has fit must read the rest of it."""
+        p = self.config.word_dropout
+        if not (self.training and p > 0):
+            return words
+        hidden = (torch.rand(words.shape, device=words.device) < p) & word_mask.bool()
+        return words.masked_fill(hidden, UNK)
+
     def encode_sentences(self, words: torch.Tensor, word_mask: torch.Tensor, need_weights: bool = False):
         """Sentence vectors s_i (S, 2H) from word ids (S, W), with word weights (S, W) and pruned mask.
 
@@ -179,7 +190,8 @@ class HAN(nn.Module):
         return s, weights.get("word"), weights.get("pruned")
 
     def forward(self, batch: HierarchicalBatch, return_attention: bool = False) -> ModelOutput:
-        s, word_w, word_pruned = self.encode_sentences(batch.words, batch.word_mask, return_attention)  # (S, 2H)
+        words = self.hide_words(batch.words, batch.word_mask)
+        s, word_w, word_pruned = self.encode_sentences(words, batch.word_mask, return_attention)  # (S, 2H)
         sent = s[batch.sentence_index]  # (B, L, 2H): sentences back in document order
         mask = batch.sentence_mask  # (B, L)
         h = self.sentence_encoder(sent, mask)  # (B, L, 2H)   eq. 1-4 over sentences: h_i = [GRU->(s_i), GRU<-(s_i)]
