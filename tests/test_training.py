@@ -241,8 +241,8 @@ def test_mixed_precision_with_clipping_trains():
 
 def test_loader_workers_build_the_same_batches(data):
     """Batches built in worker processes train the same model as batches built in the training process."""
-    # dropout off: its random masks differed between the two runs, and this test compares the batches
-    opts = dict(max_epochs=2, embeddings="random", val_per_epoch=1, device="cpu", dropout=0.0, **TINY)
+    # dropouts off: their random masks differed between the two runs, and this test compares the batches
+    opts = dict(max_epochs=2, embeddings="random", val_per_epoch=1, device="cpu", dropout=0.0, word_dropout=0.0, **TINY)
     here = DocumentClassifier("han", **opts).fit_prepared(data)
     workers = DocumentClassifier("han", loader_workers=2, **opts).fit_prepared(data)
     assert [r["val_loss"] for r in here.results["history"]] == pytest.approx(

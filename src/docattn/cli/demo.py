@@ -107,7 +107,7 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
     from rich.console import Console
     from rich.table import Table
 
-    from docattn.models import LARGE_DATA
+    from docattn.models import LARGE_DATA, SMALL_DATA
     from docattn.models.catalogue import list_catalogue  # no torch: the listing answers at once
 
     entries = list_catalogue(pattern)
@@ -117,13 +117,15 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
     for entry in entries:
         cpu = ", ".join(f"{k} {v}" for k, v in entry.cpu_sizes.items())
         large = ", ".join(f"{k} {v}" for k, v in entry.large_sizes.items())
+        small = ", ".join(f"{k} {v}" for k, v in entry.small_sizes.items())
         table.add_row(
             entry.name,
             entry.layout,
             _default_reach(entry.truncation, entry.layout),
             entry.description
             + (f"; on a CPU (recipe auto) trained at {cpu}" if cpu else "")
-            + (f"; from {LARGE_DATA:,} training documents (recipe auto) {large}" if large else ""),
+            + (f"; from {LARGE_DATA:,} training documents (recipe auto) {large}" if large else "")
+            + (f"; under {SMALL_DATA:,} training documents (recipe auto) {small}" if small else ""),
         )
     Console().print(table)
 

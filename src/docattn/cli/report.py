@@ -180,12 +180,11 @@ def _print_stop(console, results: dict, config) -> None:
 
 
 def _print_recipe(console, results: dict) -> None:
-    from docattn.models import LARGE_DATA
-
     recipe = results.get("recipe") or {}
     if recipe.get("recipe") != "auto":
         return
     weights = recipe.get("class_weights")
+    sized = recipe.get("hparams") or {}  # what models.ModelSpec.sized_settings laid for this many documents
     console.print(
         f"recipe auto: up to {recipe['max_epochs']} epoch(s)"
         + (
@@ -201,7 +200,7 @@ def _print_recipe(console, results: dict) -> None:
         )
         + (f", label smoothing {recipe['label_smoothing']:g}" if recipe.get("label_smoothing") else "")
         + (f", class weights {', '.join(f'{c} {w:g}' for c, w in weights.items())}" if weights else "")
-        + "".join(f", {k} {v} for {LARGE_DATA:,}+ documents" for k, v in (recipe.get("hparams") or {}).items())
+        + (f", sized to the training split: {', '.join(f'{k} {v}' for k, v in sized.items())}" if sized else "")
     )
 
 

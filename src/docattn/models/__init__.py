@@ -22,6 +22,10 @@ NOT_MODELS = {"catalogue", "contract", "grouping", "gru", "layers", "output"}
 # training documents from which the auto recipe lays a family's ``ModelSpec.large`` settings: HAN's wider
 # GRU was worse on 900-5,500 documents and better on 10,000-22,500 (benchmarks/README.md, "Current defaults")
 LARGE_DATA = 10_000
+# training documents under which the auto recipe lays a family's ``ModelSpec.small`` settings: there the
+# recipe's 1,000-step minimum shows the model each document about 30 times or more (batch 64), so it can
+# learn a few words of each by heart; HAN's word dropout helped on 900-1,800 documents and cost on 4,500+
+SMALL_DATA = 2_000
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,9 @@ class ModelSpec:
     # under the auto recipe, on a training split of at least LARGE_DATA documents: the hyper-parameters the
     # family gains from that much data (HAN: a wider GRU), laid over ``auto`` once the data is known
     large: dict = field(default_factory=dict)
+    # under the auto recipe, on a training split of fewer than SMALL_DATA documents: what the family needs
+    # when it sees each document many times (HAN: word dropout), laid over ``auto`` once the data is known
+    small: dict = field(default_factory=dict)
 
     def recipe_settings(self, recipe: str, gpu: bool) -> dict:
         """The settings ``recipe`` lays over the registered ones (training options and hyper-parameters)."""
@@ -51,7 +58,11 @@ class ModelSpec:
 
     def sized_settings(self, recipe: str, n_documents: int) -> dict:
         """The hyper-parameters ``recipe`` sizes to a training split of ``n_documents`` documents."""
-        return dict(self.large) if recipe == "auto" and n_documents >= LARGE_DATA else {}
+        if recipe != "auto":
+            return {}
+        if n_documents >= LARGE_DATA:
+            return dict(self.large)
+        return dict(self.small) if n_documents < SMALL_DATA else {}
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -68,6 +79,7 @@ def register_model(
     cpu: dict | None = None,
     auto: dict | None = None,
     large: dict | None = None,
+    small: dict | None = None,
     **defaults,
 ):
     """Decorator: register ``cls_or_fn`` under ``name`` with these default hyper-parameters."""
@@ -86,6 +98,7 @@ def register_model(
             dict(cpu or {}),
             dict(auto or {}),
             dict(large or {}),
+            dict(small or {}),
         )
         return builder
 

@@ -34,6 +34,7 @@ class ModelEntry:
     truncation: dict = field(default_factory=dict)  # what it reads unless told otherwise, e.g. {"max_tokens": 1000}
     cpu_sizes: dict = field(default_factory=dict)  # the sizes it trains at on a CPU under recipe "auto"
     large_sizes: dict = field(default_factory=dict)  # under recipe "auto", from models.LARGE_DATA training documents
+    small_sizes: dict = field(default_factory=dict)  # under recipe "auto", under models.SMALL_DATA training documents
 
 
 HAN = "Yang et al. 2016, Hierarchical Attention Networks for Document Classification"
@@ -52,14 +53,24 @@ WORDS_1000 = {"max_words": 1000}
 HCAN_CPU = {"d_model": 64, "heads": 4, "embedding_dim": 64}
 SANET_CPU = {"d_model": 128, "embedding_dim": 200}
 HAN_LARGE = {"hidden_size": 100}
+HAN_SMALL = {"word_dropout": 0.3}
 CSPAN_CPU = {"embedding_dim": 64, "dropout": 0.5, "embedding_dropout": 0.3}
 H, F = HIERARCHICAL, FLAT
 
-# name, layout, paper, description[, truncation, cpu sizes, large-data sizes]
+# name, layout, paper, description[, truncation, cpu sizes, large-data sizes, small-data sizes]
 _TABLE = [
-    ("han", H, HAN, "HN-ATT: word and sentence BiGRU with additive attention at both levels", {}, {}, HAN_LARGE),
-    ("han-ave", H, HAN, "HN-AVE: HAN with mean pooling instead of attention", {}, {}, HAN_LARGE),
-    ("han-max", H, HAN, "HN-MAX: HAN with max pooling instead of attention", {}, {}, HAN_LARGE),
+    (
+        "han",
+        H,
+        HAN,
+        "HN-ATT: word and sentence BiGRU with additive attention at both levels",
+        {},
+        {},
+        HAN_LARGE,
+        HAN_SMALL,
+    ),
+    ("han-ave", H, HAN, "HN-AVE: HAN with mean pooling instead of attention", {}, {}, HAN_LARGE, HAN_SMALL),
+    ("han-max", H, HAN, "HN-MAX: HAN with max pooling instead of attention", {}, {}, HAN_LARGE, HAN_SMALL),
     ("hpan", H, HPAN, "HAN with pruned attention (weights < alpha_min zeroed, renormalised)"),
     ("hsan", H, HPAN, "HAN with sparsemax attention at both levels"),
     ("hsan-entmax15", H, HPAN, "HSAN with 1.5-entmax instead of sparsemax (less sparse)"),

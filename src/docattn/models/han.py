@@ -45,6 +45,9 @@ HAN_AUTO = {"dropout": 0.2, "embedding_lr": None}
 # and from 10,000 training documents (models.LARGE_DATA) a GRU twice the paper's width: more documents fill
 # it, where a few thousand overfit it (benchmarks/README.md, "Current defaults")
 HAN_LARGE = {"hidden_size": 100}
+# and under 2,000 (models.SMALL_DATA), which the recipe's minimum of steps shows each document 30 times or
+# more: 30% of the words hidden in each training pass, so that no few words of a document carry it
+HAN_SMALL = {"word_dropout": 0.3}
 
 
 def _read_gate_table(rnn: PaddedBiGRU, table: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -219,6 +222,7 @@ def _variant(name: str, description: str, **defaults):
         training=HAN_TRAINING,
         auto=HAN_AUTO,
         large=HAN_LARGE,
+        small=HAN_SMALL,
         **defaults,
     )
     def build(vocab_size: int, num_classes: int, **hparams) -> HAN:
