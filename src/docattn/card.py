@@ -82,7 +82,7 @@ def _model_defaults(name: str) -> dict:
 
     with torch.random.fork_rng(devices=[]):
         model = create_model(name, vocab_size=4, num_classes=2)
-    return model.hparams() if hasattr(model, "hparams") else {}
+    return model.hparams()
 
 
 def _faithfulness(run_dir: Path) -> list[str]:

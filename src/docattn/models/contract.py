@@ -110,6 +110,10 @@ class OneShotModel(Protocol):
         """(documents, num_classes) probabilities of an ``EncodedCorpus``."""
         ...
 
+    def hparams(self) -> dict:
+        """The hyper-parameters that rebuild this model (saved in a run's config.json)."""
+        ...
+
     def n_parameters(self) -> int | None:
         """Fitted coefficients, for cost tables (None before fitting)."""
         ...

@@ -111,7 +111,7 @@ def save_run(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     vocab.save(run_dir / VOCAB)
-    hparams = model.hparams() if hasattr(model, "hparams") else {}
+    hparams = model.hparams()
     config = {
         "docattn_version": __version__,
         "model": model_name,
