@@ -32,6 +32,19 @@ def test_every_model_keeps_one_of_the_two_contracts(name):
     assert is_one_shot(model) == isinstance(model, OneShotModel) == (spec.layout == BAG) == is_bag(spec)
 
 
+@pytest.mark.parametrize("name", [n for n in list_models() if is_hierarchical(get_spec(n))])
+def test_every_hierarchical_model_has_the_padded_reference_path(name):
+    """``encode_words`` (one group, what an export traces) gives the sentence vectors of ``encode_sentences``."""
+    torch.manual_seed(0)
+    model = create_model(name, vocab_size=20, num_classes=2).eval()
+    lengths = torch.tensor([1, 7, 3, 7, 2])
+    word_mask = torch.arange(7)[None, :] < lengths[:, None]
+    words = torch.randint(2, 20, (5, 7)) * word_mask.long()
+    with torch.no_grad():
+        reference, grouped = model.encode_words(words, word_mask)[0], model.encode_sentences(words, word_mask)[0]
+    torch.testing.assert_close(reference, grouped, rtol=1e-5, atol=1e-6)
+
+
 def test_layout_helpers_read_models_specs_batches_and_strings():
     han, cnn = create_model("han", vocab_size=20, num_classes=2), create_model("kim-cnn", vocab_size=20, num_classes=2)
     assert is_hierarchical(han) and is_hierarchical(get_spec("han")) and is_hierarchical("hierarchical")

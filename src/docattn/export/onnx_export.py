@@ -31,6 +31,7 @@ from docattn.export import (
     ExportError,
 )
 from docattn.export.arrays import FLAT_INPUTS, HIERARCHICAL_INPUTS, batch_arrays
+from docattn.models.contract import is_hierarchical
 
 ATTENTION_KEYS = ("word", "sentence", "token")  # what explanations read; self-attention matrices stay out
 TOLERANCE = 1e-5  # largest difference in a probability allowed between the graph and PyTorch
@@ -51,15 +52,8 @@ def export_friendly(model: torch.nn.Module) -> torch.nn.Module:
     for module in m.modules():
         if callable(getattr(module, "fused_on", None)):
             module.fused_on = _never  # PaddedBiRNN: nn.GRU's path, its weights unchanged
-    if getattr(m, "layout", None) == "hierarchical":
-        if all(hasattr(m, a) for a in ("embedding", "word_encoder", "word_pool")):  # HAN, HPAN, HSAN
-            m.encode_sentences = lambda words, mask, need_weights=False: m.word_pool(
-                m.word_encoder(m.embedding(words), mask), mask, need_weights
-            )
-        elif all(hasattr(m, a) for a in ("embedding", "word_hierarchy")):  # HCAN
-            m.encode_sentences = lambda words, mask, need_weights=False: m.word_hierarchy(
-                m.embedding(words), mask, need_weights
-            )
+    if is_hierarchical(m):
+        m.encode_sentences = m.encode_words  # the reference path: one group padded to the longest sentence
     return m
 
 

@@ -73,7 +73,9 @@ class NeuralModel(Protocol):
 
     One the engine trains (not a bag model, which answers ``forward`` too) also has ``classifier``, its
     output layer ``nn.Linear(features, num_classes)``: logits are ``classifier(document vector)``, and
-    multi-label training starts its biases at the class priors and may refit it (training/refit.py)."""
+    multi-label training starts its biases at the class priors and may refit it (training/refit.py).
+    A hierarchical one also has ``encode_words(words, word_mask, need_weights)``: its word level on every
+    sentence padded to one width, the reference path that an ONNX export traces."""
 
     layout: str  # HIERARCHICAL or FLAT: the batches ``forward`` takes
     num_classes: int

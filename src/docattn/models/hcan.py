@@ -322,11 +322,15 @@ class HCAN(_ConvAttentionBase):
             *hierarchy_kinds("sentence", self.config, "(B, L)", "(B, h, L)", "(B, h, L, L)"),
         )
 
+    def encode_words(self, words: torch.Tensor, word_mask: torch.Tensor, need_weights: bool = False):
+        """The reference path: every sentence in one group, padded to W (what an exported graph runs)."""
+        return self.word_hierarchy(self.embedding(words), word_mask, need_weights)
+
     def encode_sentences(self, words: torch.Tensor, word_mask: torch.Tensor, need_weights: bool = False):
         """Sentence vectors (S, d) from word ids (S, W), with the word hierarchy's weights padded to W."""
         cfg = self.config
         if cfg.length_groups == 1 or words.shape[0] < 2 or (cfg.length_groups == 0 and words.is_cuda):
-            return self.word_hierarchy(self.embedding(words), word_mask, need_weights)  # one group, padded to W
+            return self.encode_words(words, word_mask, need_weights)
         # length-sorted groups, each padded only to its own longest sentence (outputs do not depend on padding)
         groups = LengthGroups(word_mask, cfg.length_groups, cfg.group_step_cost, cfg.group_quadratic, min_width=1)
         embedded = groups.embed(self.embedding, words)  # [(n, w, E)]
