@@ -10,8 +10,9 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
   keeping the best weights (only where the epochs were left to the recipe: ``max_epochs=N`` trains N
   epochs); a small validation set's score saturates early, and stopping before the minimum cut BBC's
   training at a third of its steps;
-- word2vec passes: about ``word2vec_tokens`` tokens in all (5 to 50 passes), since a small corpus
-  gives word2vec too few updates in gensim's 5 passes;
+- word2vec passes: about ``word2vec_tokens`` (250M) tokens in all, 5 to 50 passes, since a small corpus
+  gives word2vec too few updates in gensim's 5 passes, and a corpus of a few million tokens still gains
+  up to 50;
 - class weights: inverse frequency where the largest class has over 3x the documents of the smallest,
   and then the best weights are the ones with the best macro-F1, not accuracy; on multi-label data, each
   class's positives weighed by its negatives / positives for the logistic-regression baselines, whose
