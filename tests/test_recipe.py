@@ -88,13 +88,15 @@ def test_hans_width_follows_the_data_under_auto_unless_the_user_set_it():
     assert data_sized_hparams("hpan", "auto", 50_000, {}) == {}
 
 
-def test_han_hides_words_on_small_data_under_auto_unless_the_user_set_it():
+def test_the_han_family_hides_words_on_small_data_under_auto_unless_the_user_set_it():
     assert data_sized_hparams("han", "auto", 1_999, {}) == {"word_dropout": 0.3}
     assert data_sized_hparams("han-ave", "auto", 900, {"hidden_size": 64}) == {"word_dropout": 0.3}
     assert data_sized_hparams("han", "auto", 2_000, {}) == {}  # from 2,000 documents it cost accuracy
     assert data_sized_hparams("han", "paper", 900, {}) == {}
     assert data_sized_hparams("han", "auto", 900, {"word_dropout": 0.0}) == {}  # the user's option wins
-    assert data_sized_hparams("hsan", "auto", 900, {}) == {}
+    for variant in ("hpan", "hsan", "hsan-entmax15"):
+        assert data_sized_hparams(variant, "auto", 900, {}) == {"word_dropout": 0.3}
+    assert data_sized_hparams("kim-cnn", "auto", 900, {}) == {}  # no word_dropout option outside HAN's backbone
 
 
 def test_a_large_training_split_builds_the_wider_model_and_its_run_says_so(tmp_path, monkeypatch):

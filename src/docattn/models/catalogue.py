@@ -71,9 +71,9 @@ _TABLE = [
     ),
     ("han-ave", H, HAN, "HN-AVE: HAN with mean pooling instead of attention", {}, {}, HAN_LARGE, HAN_SMALL),
     ("han-max", H, HAN, "HN-MAX: HAN with max pooling instead of attention", {}, {}, HAN_LARGE, HAN_SMALL),
-    ("hpan", H, HPAN, "HAN with pruned attention (weights < alpha_min zeroed, renormalised)"),
-    ("hsan", H, HPAN, "HAN with sparsemax attention at both levels"),
-    ("hsan-entmax15", H, HPAN, "HSAN with 1.5-entmax instead of sparsemax (less sparse)"),
+    ("hpan", H, HPAN, "HAN with pruned attention (weights < alpha_min zeroed, renormalised)", {}, {}, {}, HAN_SMALL),
+    ("hsan", H, HPAN, "HAN with sparsemax attention at both levels", {}, {}, {}, HAN_SMALL),
+    ("hsan-entmax15", H, HPAN, "HSAN with 1.5-entmax instead of sparsemax (less sparse)", {}, {}, {}, HAN_SMALL),
     ("hcan", H, HCAN, "HCAN as in the paper (= hcan-two-target): words -> sentences -> document", WORDS_1000, HCAN_CPU),
     ("hcan-one-max", H, HCAN, "HCAN: one conv self-attention, max-pool, at both levels", WORDS_1000, HCAN_CPU),
     (
