@@ -1,6 +1,6 @@
 """Time word2vec on the IMDB training split: CBOW (the default) against skip-gram, per size and epochs.
 
-    python benchmarks/word2vec_speed.py [--dims 128,200] [--epochs 5,20] [--hcan-clean]
+    python benchmarks/word2vec_speed.py [--dims 128,200] [--epochs 5,20] [--kinds cbow,skipgram] [--hcan-clean]
 
 Skip-gram lifted HCAN on IMDB by half a point (benchmarks/README.md); this is what it costs
 before training starts. Uses every core the process may use (gensim workers, at most 8), as
@@ -23,8 +23,11 @@ def main() -> None:
     ap.add_argument("--data", default=str(SHARED_DATA / "imdb" / "aclImdb.tar.gz"))
     ap.add_argument("--dims", default="128,200", help="vector sizes, comma-separated")
     ap.add_argument("--epochs", default="5,20", help="word2vec passes, comma-separated")
+    ap.add_argument("--kinds", default="cbow,skipgram", help="cbow, skipgram or both, comma-separated")
     ap.add_argument("--hcan-clean", action="store_true", help="HCAN's text cleaning (its vocabulary and sentences)")
     args = ap.parse_args()
+    if not set(args.kinds.split(",")) <= {"cbow", "skipgram"}:
+        ap.error(f"--kinds takes cbow and/or skipgram, got {args.kinds!r}")
     from docattn.data.embeddings import train_word2vec
     from docattn.data.prepare import DataSettings, prepare_paths
     from docattn.data.text import TextConfig
@@ -36,7 +39,7 @@ def main() -> None:
     rows = []
     for dim in (int(d) for d in args.dims.split(",")):
         for epochs in (int(e) for e in args.epochs.split(",")):
-            for skipgram in (False, True):
+            for skipgram in (kind == "skipgram" for kind in args.kinds.split(",")):
                 t0 = time.perf_counter()
                 train_word2vec(train, data.vocab, dim=dim, epochs=epochs, skipgram=skipgram)
                 rows.append(
