@@ -24,8 +24,8 @@ NOT_MODELS = {"catalogue", "contract", "grouping", "gru", "layers", "output"}
 LARGE_DATA = 10_000
 # training documents under which the auto recipe lays a family's ``ModelSpec.small`` settings: there the
 # recipe's 1,000-step minimum shows the model each document about 30 times or more (batch 64), so it can
-# learn a few words of each by heart; HAN's word dropout gained +0.72 on average over four sets of 900-1,800
-# documents (two of them lost a little) and cost on 4,500+ (benchmarks/LOG.md)
+# learn a few words of each by heart; word dropout in HAN's backbone gained there on average, not on every
+# set, and cost from 4,500 documents (benchmarks/LOG.md)
 SMALL_DATA = 2_000
 
 
