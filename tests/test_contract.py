@@ -19,6 +19,7 @@ from docattn.models.contract import (
     is_hierarchical,
     is_one_shot,
     layout_of,
+    word_embedding,
 )
 from docattn.training.inference import make_batch
 
@@ -30,6 +31,8 @@ def test_every_model_keeps_one_of_the_two_contracts(name):
     assert model.layout == spec.layout in LAYOUTS and model.num_classes == 2
     assert isinstance(model, NeuralModel)  # bag models answer forward too (evaluation, explanations)
     assert is_one_shot(model) == isinstance(model, OneShotModel) == (spec.layout == BAG) == is_bag(spec)
+    # what training fills with word vectors and gradient explanations differentiate at
+    assert isinstance(word_embedding(model), torch.nn.Embedding) != is_one_shot(model)
 
 
 @pytest.mark.parametrize("name", [n for n in list_models() if is_hierarchical(get_spec(n))])

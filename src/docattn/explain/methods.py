@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from docattn.errors import ConfigError, DocattnError
-from docattn.models.contract import is_one_shot
+from docattn.models.contract import is_one_shot, word_embedding
 
 ATTENTION, LINEAR = "attention", "linear"
 GRADIENT_X_INPUT, INTEGRATED_GRADIENTS = "gradient_x_input", "integrated_gradients"
@@ -44,9 +44,7 @@ def has_pooling_attention(model) -> bool:
 
 def has_word_embedding(model) -> bool:
     """Whether gradients can be taken at the model's word embedding (``embedding_attribution``'s door)."""
-    import torch
-
-    return not is_one_shot(model) and isinstance(getattr(model, "embedding", None), torch.nn.Embedding)
+    return word_embedding(model) is not None
 
 
 def model_methods(model) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ import numpy as np
 from docattn.data.encoding import EncodedCorpus
 from docattn.explain.collect import attention_batches, document_word_mask, model_device
 from docattn.explain.tokens import batch_positions
-from docattn.models.contract import is_one_shot
+from docattn.models.contract import is_one_shot, word_embedding
 
 
 def predicted(labels, probs: np.ndarray) -> list:
@@ -72,8 +72,8 @@ def embedding_attribution(model, batch, target, steps: int | None = None):
     import torch
     import torch.nn.functional as F
 
-    emb = getattr(model, "embedding", None)
-    if not isinstance(emb, torch.nn.Embedding):
+    emb = word_embedding(model)
+    if emb is None:
         return None
     ids, _ = _ids_and_mask(batch)
     field = "words" if batch.layout == "hierarchical" else "tokens"

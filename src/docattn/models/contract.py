@@ -73,7 +73,9 @@ class NeuralModel(Protocol):
 
     One the engine trains (not a bag model, which answers ``forward`` too) also has ``classifier``, its
     output layer ``nn.Linear(features, num_classes)``: logits are ``classifier(document vector)``, and
-    multi-label training starts its biases at the class priors and may refit it (training/refit.py).
+    multi-label training starts its biases at the class priors and may refit it (training/refit.py); and
+    ``embedding``, the ``nn.Embedding`` of its word ids, which training fills with word vectors and gradient
+    explanations differentiate at (``word_embedding``).
     A hierarchical one also has ``encode_words(words, word_mask, need_weights)``: its word level on every
     sentence padded to one width, the reference path that an ONNX export traces."""
 
@@ -132,6 +134,11 @@ class OneShotModel(Protocol):
 def is_one_shot(model) -> bool:
     """Whether ``model`` is fitted in one call (``fit_encoded``) rather than trained by the engine."""
     return isinstance(model, OneShotModel)
+
+
+def word_embedding(model):
+    """The ``nn.Embedding`` that a model trained by the engine reads its word ids through; None for a one-shot model."""
+    return None if is_one_shot(model) else model.embedding
 
 
 def layout_of(x: object) -> str:

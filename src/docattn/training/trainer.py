@@ -24,9 +24,7 @@ VECTOR_SPREAD = 0.3  # packaged vectors are scaled to this entry spread, about w
 def init_embeddings(model, data: PreparedData, cfg) -> dict:
     """Fill ``model.embedding`` per ``cfg.embeddings``: word2vec on the training split, a file, or random."""
     info: dict = {"embeddings": cfg.embeddings}
-    emb = getattr(model, "embedding", None)
-    if emb is None:
-        return info
+    emb = model.embedding  # only a model the engine trains gets here
     if cfg.embeddings == "random":  # the model's own random start; frozen, if asked, as any other vectors
         emb.weight.requires_grad_(not cfg.freeze_embeddings)
         return info
