@@ -100,7 +100,7 @@ def scan_labels(source: ChunkSource) -> LabelScan:
         scan.rows = [row for p in segments for row in (p if isinstance(p, list) else ((scan.values[c],) for c in p))]
     else:
         scan.codes = np.concatenate(segments) if segments else np.zeros(0, dtype=np.int64)
-    if hasattr(source, "settle"):
+    if isinstance(source, FileChunks):  # a corpus in memory has its labels settled already
         source.settle(scan)
     return scan
 

@@ -71,7 +71,7 @@ def is_matrix(key: str) -> bool:
 
 def _positions(kind: AttentionKind, batch):
     """The real positions of the sequence ``kind`` attends over, as the batch lays them out."""
-    if getattr(batch, "layout", "flat") != "hierarchical":
+    if batch.layout != "hierarchical":
         return batch.mask  # (B, T): every flat attention is over the document's tokens
     if kind.level == WORD:
         return batch.word_mask if kind.per_sentence_rows else document_word_mask(batch)  # (S, W) or (B, L, W)

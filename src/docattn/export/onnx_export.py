@@ -48,10 +48,12 @@ def export_friendly(model: torch.nn.Module) -> torch.nn.Module:
     PyTorch's GRU with the same weights runs instead. Hierarchical models cut their sentences into
     length groups sized on the host per batch; the copy runs one padded group, the same numbers.
     """
+    from docattn.models.gru import PaddedBiRNN
+
     m = copy.deepcopy(model).eval()
     for module in m.modules():
-        if callable(getattr(module, "fused_on", None)):
-            module.fused_on = _never  # PaddedBiRNN: nn.GRU's path, its weights unchanged
+        if isinstance(module, PaddedBiRNN):
+            module.fused_on = _never  # nn.GRU's path, its weights unchanged
     if is_hierarchical(m):
         m.encode_sentences = m.encode_words  # the reference path: one group padded to the longest sentence
     return m
@@ -91,14 +93,11 @@ def traceable_layers():
     """While tracing, layers that use operators the exporter cannot size run their slicing equivalents."""
     from docattn.models import hcan
 
-    saved = getattr(hcan, "conv_window3", None)
-    if saved is not None:
-        hcan.conv_window3 = _conv_window3
+    saved, hcan.conv_window3 = hcan.conv_window3, _conv_window3
     try:
         yield
     finally:
-        if saved is not None:
-            hcan.conv_window3 = saved
+        hcan.conv_window3 = saved
 
 
 class _Graph(torch.nn.Module):

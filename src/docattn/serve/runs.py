@@ -48,7 +48,7 @@ class ServedRun:
 
     @property
     def layout(self) -> str:
-        return getattr(self.clf.model, "layout", "bag")
+        return self.clf.model.layout
 
     @property
     def explainable(self) -> bool:
