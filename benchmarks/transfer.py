@@ -19,6 +19,8 @@ Validation takes 10% of the training documents everywhere, as `docattn train` do
 Results: benchmarks/results/transfer/<set>/ (results.json, results.md, run.json with the command) and
 the combined table in benchmarks/results/transfer/table.md, also written between the transfer
 markers of benchmarks/README.md. Set subsets are written under $DOCATTN_CACHE (or ~/.cache/docattn).
+A set that has run already keeps its folder: running some of its models again writes them into a
+subfolder named by them (e.g. imdb1k/han+hpan), and the table shows each model's newest run.
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ def data_args(name: str) -> list[str]:
 
 def run_set(name: str, models: str, jobs: int, extra: list[str]) -> dict:
     out = RESULTS / "transfer" / name
+    if (out / "results.json").exists():  # a benchmark replaces its folder's results: keep the other models' rows
+        out = out / models.replace(",", "+")
     command = [
         "docattn",
         "benchmark",
@@ -158,16 +162,24 @@ def _cell(d: dict) -> str:
     return "-" if not d or d.get("mean") is None else f"{100 * d['mean']:.2f} ± {100 * d['std']:.2f}"
 
 
+def newest_rows(folder: Path) -> list[dict]:
+    """Each model's row from the newest benchmark of a set: its folder's and its reruns' subfolders'."""
+    runs = [p.parent for p in [folder / "results.json", *sorted(folder.glob("*/results.json"))] if p.exists()]
+    runs.sort(key=lambda run: json.loads((run / "run.json").read_text())["date"])  # "YYYY-MM-DD HH:MM:SS UTC"
+    rows = {r["model"]: r for run in runs for r in json.loads((run / "results.json").read_text())}
+    return list(rows.values())
+
+
 def table(sets: list[str]) -> str:
     """Accuracy and macro-F1 (mean ± std over folds or seeds) per model and set, from the results folders."""
     rows: dict[str, dict[str, dict]] = {}
     found = []
     for name in sets:
-        path = RESULTS / "transfer" / name / "results.json"
-        if not path.exists():
+        folder = RESULTS / "transfer" / name
+        if not (folder / "results.json").exists():
             continue
         found.append(name)
-        for r in json.loads(path.read_text()):
+        for r in newest_rows(folder):
             rows.setdefault(r["model"], {})[name] = r
     lines = ["| model | " + " | ".join(found) + " | mean accuracy |", "|---|" + "---|" * (len(found) + 1)]
     for model, by_set in rows.items():

@@ -132,6 +132,28 @@ def test_merge_seeds_run_in_parallel(tmp_path):
         merge(tmp_path / "again", [folders[0], folders[0]])
 
 
+def test_the_transfer_table_keeps_each_models_newest_run_of_a_set(tmp_path):
+    """Rerunning some models of a set (a subfolder) replaces their rows and keeps the others'."""
+    import runpy
+    from pathlib import Path
+
+    from docattn.benchmark import summarize
+
+    newest_rows = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "transfer.py"))["newest_rows"]
+    runs = {
+        tmp_path: ("2026-11-27 10:30:46 UTC", {"nb": 0.80, "han": 0.70}),
+        tmp_path / "han": ("2026-11-29 09:00:00 UTC", {"han": 0.82}),
+        tmp_path / "han+nb-old": ("2026-11-26 09:00:00 UTC", {"han": 0.60, "nb": 0.60}),  # older than the set
+    }
+    for folder, (date, accuracies) in runs.items():
+        folder.mkdir(exist_ok=True)
+        rows = [summarize(m, [_trial(0, a)]) for m, a in accuracies.items()]
+        (folder / "results.json").write_text(json.dumps(rows))
+        (folder / "run.json").write_text(json.dumps({"date": date}))
+    rows = {r["model"]: r["test_accuracy"]["mean"] for r in newest_rows(tmp_path)}
+    assert rows == {"nb": 0.80, "han": 0.82}
+
+
 def test_benchmark_encodes_with_each_models_data_settings(tmp_path, monkeypatch):
     """HCAN's text cleaning and a user's --set min_count reach the benchmark's encoding, as in `train`."""
     monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
