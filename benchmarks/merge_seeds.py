@@ -35,9 +35,15 @@ def merge(out: Path, folders: list[Path]) -> list[dict]:
     (out / "results.md").write_text(markdown_table(merged, title), encoding="utf-8")
     plot_curves(merged, out / "curves.png", title)
     runs = [json.loads((f / "run.json").read_text()) for f in folders if (f / "run.json").exists()]
+    dates = [r["date"] for r in runs if "date" in r]  # the newest, as transfer.py orders a set's runs by it
     write_json(
         out / "run.json",
-        {"merged_from": [str(f) for f in folders], "commands": [r["command"] for r in runs], "runs": runs},
+        {
+            "merged_from": [str(f) for f in folders],
+            "commands": [r["command"] for r in runs],
+            "runs": runs,
+            **({"date": max(dates)} if dates else {}),
+        },
     )
     return merged
 

@@ -115,7 +115,10 @@ def test_merge_seeds_run_in_parallel(tmp_path):
         trials = [_trial(s, 0.8 + s / 100) for s in seeds]
         (folder / "results.json").write_text(json.dumps([summarize("han", trials)]))
         (folder / "results.md").write_text("### imdb\n")
-        (folder / "run.json").write_text(json.dumps({"command": f"docattn benchmark --first-seed {seeds[0]}"}))
+        date = f"2026-11-2{seeds[0]} 10:00:00 UTC"
+        (folder / "run.json").write_text(
+            json.dumps({"command": f"docattn benchmark --first-seed {seeds[0]}", "date": date})
+        )
         folders.append(folder)
     rows = merge(tmp_path / "merged", folders)
     assert rows[0]["seeds"] == [0, 1, 2]
@@ -125,6 +128,7 @@ def test_merge_seeds_run_in_parallel(tmp_path):
     )  # population std, as benchmark
     about = json.loads((tmp_path / "merged" / "run.json").read_text())
     assert about["commands"] == ["docattn benchmark --first-seed 0", "docattn benchmark --first-seed 2"]
+    assert about["date"] == "2026-11-22 10:00:00 UTC"  # the newest run's
     assert "| han |" in (tmp_path / "merged" / "results.md").read_text()
     import pytest
 
