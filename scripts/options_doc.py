@@ -61,6 +61,7 @@ TRAINING_GROUPS = {
         "word2vec_skipgram",
         "word2vec_workers",
         "word2vec_text",
+        "word2vec_start",
     ),
     "Runtime and devices": (
         "accelerator",

@@ -147,3 +147,47 @@ def test_pre_trained_vectors_set_the_embedding_width_unless_one_is_asked_for(tmp
         ConfigError, match=r"vectors are 12-d but the model's embedding is 16-d \(set embedding_dim=12\)"
     ):
         DocumentClassifier("han", max_epochs=1, embeddings=str(glove), **TINY).fit_prepared(data)
+
+
+def test_word2vec_can_start_from_the_packaged_table(data, tmp_path):
+    """word2vec_start=wordllama: word2vec begins at the packaged vectors' principal components instead of its own
+    random ones, so its vectors differ from a random start's, are cached apart, and need word2vec as the embeddings."""
+    import importlib.util
+
+    if importlib.util.find_spec("wordllama") is None:  # its files are read, the package never imported
+        pytest.skip("wordllama is in the dev extra (pip install -e '.[dev]')")
+    from docattn.data.embeddings import start_vectors, train_word2vec
+    from docattn.training.config import TrainConfig
+    from docattn.training.trainer import _cached_word2vec
+
+    start, coverage = start_vectors("wordllama", data.vocab, 16, spread=0.3)
+    assert start.shape == (len(data.vocab), 16) and not start[:3].any() and abs(start[3:].std() - 0.3) < 1e-3
+    assert coverage.words_found == len(data.vocab) - 3
+    sizes = np.linalg.svd(start[3:] - start[3:].mean(axis=0), compute_uv=False)
+    assert np.all(np.diff(sizes) <= 1e-4)  # principal components, largest first
+    random_start = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1, workers=1)
+    from_table = train_word2vec(data.splits["train"], data.vocab, dim=16, epochs=1, workers=1, start=start)
+    assert not np.allclose(from_table[3:], random_start[3:])
+    # one pass moves the vectors from where they started, but they stay closer to it than a random start is
+    assert 0 < np.abs(from_table[3:] - start[3:]).mean() < np.abs(random_start[3:] - start[3:]).mean()
+    data.info["cache"] = str(tmp_path)
+    try:
+        cached = _cached_word2vec(data, 16, TrainConfig(word2vec_epochs=1, word2vec_workers=1))
+        started = _cached_word2vec(
+            data, 16, TrainConfig(word2vec_epochs=1, word2vec_workers=1, word2vec_start="wordllama")
+        )
+    finally:
+        data.info.pop("cache")
+    np.testing.assert_array_equal(cached, random_start)
+    np.testing.assert_array_equal(started, from_table)
+    assert (tmp_path / "word2vec-w1-iwordllama-d16-e1-s0.npy").exists()
+    with pytest.raises(ConfigError, match="word2vec_start starts word2vec"):
+        TrainConfig(embeddings="random", word2vec_start="wordllama")
+    with pytest.raises(ConfigError, match="word2vec_start must be random or wordllama, got 'glove'"):
+        TrainConfig(word2vec_start="glove")
+    wide, _ = start_vectors("wordllama", data.vocab, 300, spread=0.3)  # a 300-d model: 256 from the table, 44 random
+    full, _ = start_vectors("wordllama", data.vocab, 256, spread=0.3)
+    np.testing.assert_allclose(wide[:, :256], full, rtol=1e-5, atol=1e-6)
+    assert abs(wide[3:, 256:].std() - 0.3) < 0.01 and not wide[:3].any()
+    with pytest.raises(DataError, match="unknown packaged vectors"):
+        start_vectors("glove", data.vocab, 16, spread=0.3)

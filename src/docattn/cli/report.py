@@ -195,6 +195,7 @@ def _print_recipe(console, results: dict) -> None:
         + f", best by {recipe['monitor']}"
         + (
             f", word2vec {recipe['word2vec_epochs']} passes"
+            + (f" from {recipe['word2vec_start']}" if recipe.get("word2vec_start", "random") != "random" else "")
             if recipe.get("embeddings", "word2vec") == "word2vec"
             else ""
         )

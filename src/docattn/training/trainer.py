@@ -66,7 +66,7 @@ def _cached_word2vec(data: PreparedData, dim: int, cfg) -> np.ndarray:
     """word2vec vectors, kept beside a cached corpus so repeated runs (seeds, models) train them once."""
     import os
 
-    from docattn.data.embeddings import train_word2vec
+    from docattn.data.embeddings import start_vectors, train_word2vec
 
     folder = data.info.get("cache")
     kind = ("-sg" if cfg.word2vec_skipgram else "") + ("-w1" if cfg.word2vec_workers == 1 else "")
@@ -74,6 +74,8 @@ def _cached_word2vec(data: PreparedData, dim: int, cfg) -> np.ndarray:
         from docattn.data.encoding import fingerprint_path
 
         kind += f"-x{fingerprint_path(cfg.word2vec_text)[:16]}"
+    if cfg.word2vec_start != "random":
+        kind += f"-i{cfg.word2vec_start}"
     path = Path(folder) / f"word2vec{kind}-d{dim}-e{cfg.word2vec_epochs}-s{cfg.seed}.npy" if folder else None
     if path is not None and path.exists():
         try:
@@ -82,6 +84,9 @@ def _cached_word2vec(data: PreparedData, dim: int, cfg) -> np.ndarray:
                 return matrix
         except (ValueError, OSError, EOFError):
             pass  # a damaged file: train the vectors again and replace it
+    start = None
+    if cfg.word2vec_start != "random":
+        start, _ = start_vectors(cfg.word2vec_start, data.vocab, dim, VECTOR_SPREAD, seed=cfg.seed)
     matrix = train_word2vec(
         data.splits["train"],
         data.vocab,
@@ -91,6 +96,7 @@ def _cached_word2vec(data: PreparedData, dim: int, cfg) -> np.ndarray:
         skipgram=cfg.word2vec_skipgram,
         extra=_word2vec_text(data, cfg.word2vec_text),
         workers=cfg.word2vec_workers or None,
+        start=start,
     )
     if path is not None:
         tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
@@ -289,6 +295,7 @@ def _recipe_record(cfg, weights, classes) -> dict:
         "patience": cfg.patience,
         "monitor": cfg.monitor,
         "word2vec_epochs": cfg.word2vec_epochs,
+        "word2vec_start": cfg.word2vec_start,
         "embeddings": cfg.embeddings,
         "label_smoothing": cfg.label_smoothing,
     }
