@@ -208,23 +208,46 @@ def test_han_packed_rnn_matches_length_groups():
         torch.testing.assert_close(a, b)
 
 
-def test_han_word_dropout_hides_real_words_in_training_only():
-    """``word_dropout`` shows about that share of real words as UNK while training; padding stays padding,
-    evaluation sees every word, and the default (the paper's HAN) hides none."""
+def test_word_dropout_hides_real_words_in_training_only():
+    """``hide_words`` shows about that share of real words as UNK while training; padding stays padding,
+    evaluation sees every word, and a share of 0 (the papers' models) hides none."""
     from docattn.data.text import PAD, UNK
+    from docattn.models.layers import hide_words
 
     words = torch.randint(3, 40, (400, 50))
     word_mask = torch.arange(50)[None, :] < torch.randint(1, 51, (400,))[:, None]
     words = words * word_mask
-    han = create_model("han", vocab_size=40, num_classes=3, word_dropout=0.3)
     torch.manual_seed(0)
-    hidden = han.train().hide_words(words, word_mask)
+    hidden = hide_words(words, word_mask, 0.3, training=True)
     changed = hidden != words
     assert (hidden[changed] == UNK).all() and not changed[~word_mask].any()
     assert (hidden[~word_mask] == PAD).all()
     assert changed[word_mask].float().mean().item() == pytest.approx(0.3, abs=0.02)
-    assert torch.equal(han.eval().hide_words(words, word_mask), words)
-    assert torch.equal(create_model("han", vocab_size=40, num_classes=3).train().hide_words(words, word_mask), words)
+    assert torch.equal(hide_words(words, word_mask, 0.3, training=False), words)
+    assert torch.equal(hide_words(words, word_mask, 0.0, training=True), words)
+
+
+@pytest.mark.parametrize("name", ["han", "hsan", "hcan", "can-one-max", "sanet", "cspan"])
+def test_every_family_with_word_dropout_hides_the_words_it_reads(name, corpus, monkeypatch):
+    """Each family passes every word id it reads, with its real-word mask and ``word_dropout``, through
+    ``hide_words`` before the embedding, training or not (which decides whether any are hidden)."""
+    import sys
+
+    from docattn.models import layers
+
+    model = build(name, word_dropout=0.3)
+    batch = make_batch(corpus, np.arange(len(corpus)), model.layout, {})
+    ids, mask = (batch.words, batch.word_mask) if model.layout == "hierarchical" else (batch.tokens, batch.mask)
+    calls = []
+
+    def spy(words, word_mask, p, training):
+        calls.append((words is ids, torch.equal(word_mask, mask), p, training))
+        return layers.hide_words(words, word_mask, p, training)
+
+    monkeypatch.setattr(sys.modules[type(model).__module__], "hide_words", spy)
+    model.train()(batch)
+    model.eval()(batch)
+    assert calls == [(True, True, 0.3, True), (True, True, 0.3, False)]
 
 
 def test_han_one_group_only_where_it_fits_in_memory():

@@ -37,7 +37,7 @@ from docattn.data.batching import FlatBatch
 from docattn.models import register_model
 from docattn.models.contract import FLAT, AttentionKind, pooling_kinds
 from docattn.models.gru import PaddedBiLSTM
-from docattn.models.layers import attend, masked_mean, masked_softmax, sinusoidal_encoding
+from docattn.models.layers import attend, hide_words, masked_mean, masked_softmax, sinusoidal_encoding
 from docattn.models.output import ModelOutput
 
 CSPAN_PAPER = "Jiang et al., Cascaded Semantic and Positional Self-Attention Network for Document Classification"
@@ -97,6 +97,7 @@ class CSPANConfig:
     # on the word vectors D, before both the semantic self-attention and (fusion d) the Bi-LSTM; the
     # paper reports none. HAN's word-vector dropout was worth 0.3-1.0 points on IMDB and 20 Newsgroups
     embedding_dropout: float = 0.0
+    word_dropout: float = 0.0  # in training, the share of words shown as UNK (the paper: none)
     # multiplies the semantic self-attention's 1/sqrt(d), whose sharpness depends on the word vectors'
     # length alone (no projections). The paper's GloVe rows are several times longer than the ~1.1 that
     # word2vec trained on one corpus gives, so here scores stay small and S mixes much of the document.
@@ -273,7 +274,8 @@ class CSPAN(nn.Module):
 
     def forward(self, batch: FlatBatch, return_attention: bool = False) -> ModelOutput:
         mask = batch.mask  # (B, T)
-        f, att = self.encode(batch.tokens, mask, return_attention)  # (B, T, d)
+        tokens = hide_words(batch.tokens, mask, self.config.word_dropout, self.training)  # (B, T)
+        f, att = self.encode(tokens, mask, return_attention)  # (B, T, d)
         if self.config.pooling == "multi-query":
             doc, att["queries"] = self.multi_query(f, mask, return_attention)  # (B, d), (B, m, T)
         else:

@@ -17,12 +17,18 @@ import torch
 import torch.nn as nn
 
 from docattn.data.batching import HierarchicalBatch
-from docattn.data.text import UNK
 from docattn.models import register_model
 from docattn.models.contract import HIERARCHICAL, AttentionKind, pooling_kinds
 from docattn.models.grouping import LengthGroups
 from docattn.models.gru import PaddedBiGRU
-from docattn.models.layers import AttentionPooling, masked_max, masked_mean, max_pool_shares, mean_pool_shares
+from docattn.models.layers import (
+    AttentionPooling,
+    hide_words,
+    masked_max,
+    masked_mean,
+    max_pool_shares,
+    mean_pool_shares,
+)
 from docattn.models.output import ModelOutput
 
 HAN_PAPER = "Yang et al. 2016, Hierarchical Attention Networks for Document Classification"
@@ -137,15 +143,6 @@ class HAN(nn.Module):
     def attention_kinds(self) -> tuple[AttentionKind, ...]:
         return pooling_kinds(("word", "sentence"), self.config.pooling)
 
-    def hide_words(self, words: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
-        """In training, each real word replaced by UNK with probability ``word_dropout``: a model that can no
-        longer count on any one word of a document it has fit must read the rest of it."""
-        p = self.config.word_dropout
-        if not (self.training and p > 0):
-            return words
-        hidden = (torch.rand(words.shape, device=words.device) < p) & word_mask.bool()
-        return words.masked_fill(hidden, UNK)
-
     def encode_sentences(self, words: torch.Tensor, word_mask: torch.Tensor, need_weights: bool = False):
         """Sentence vectors s_i (S, 2H) from word ids (S, W), with word weights (S, W) and pruned mask.
 
@@ -193,7 +190,7 @@ class HAN(nn.Module):
         return s, weights.get("word"), weights.get("pruned")
 
     def forward(self, batch: HierarchicalBatch, return_attention: bool = False) -> ModelOutput:
-        words = self.hide_words(batch.words, batch.word_mask)
+        words = hide_words(batch.words, batch.word_mask, self.config.word_dropout, self.training)
         s, word_w, word_pruned = self.encode_sentences(words, batch.word_mask, return_attention)  # (S, 2H)
         sent = s[batch.sentence_index]  # (B, L, 2H): sentences back in document order
         mask = batch.sentence_mask  # (B, L)

@@ -66,7 +66,7 @@ from docattn.errors import ConfigError
 from docattn.models import register_model
 from docattn.models.contract import FLAT, HIERARCHICAL, AttentionKind, pooling_kinds
 from docattn.models.grouping import LengthGroups
-from docattn.models.layers import attend, masked_max, masked_softmax, max_pool_shares
+from docattn.models.layers import attend, hide_words, masked_max, masked_softmax, max_pool_shares
 from docattn.models.output import ModelOutput
 
 HCAN_PAPER = "Gao et al. 2018, Hierarchical Convolutional Attention Networks for Text Classification"
@@ -97,6 +97,7 @@ class HCANConfig:
     d_model: int = 512  # d: conv filters, width of Q, K, V and of the sentence/document vectors (paper: 512)
     heads: int = 8  # h; d_model must be a multiple of it (paper: 8)
     dropout: float = 0.1  # on embeddings + positions and on every attention's weights (paper: 0.1)
+    word_dropout: float = 0.0  # in training, the share of words shown as UNK (the paper: none)
     max_positions: int = 1024  # rows of each positional table; later positions share the last row
     self_attentions: int = 2  # 2: LayerNorm(A(x) * B(x)) (eq. 4); 1: LayerNorm(A(x))
     pooling: str = "target"  # "target": target attention (eq. 5); "max": max over real positions
@@ -290,8 +291,8 @@ class ConvAttentionNetwork(_ConvAttentionBase):
         return hierarchy_kinds("token", self.config, "(B, T)", "(B, h, T)", "(B, h, T, T)")
 
     def forward(self, batch: FlatBatch, return_attention: bool = False) -> ModelOutput:
-        x = self.embedding(batch.tokens)  # (B, T, E)
-        v, w = self.document(x, batch.mask, return_attention)  # (B, d)
+        tokens = hide_words(batch.tokens, batch.mask, self.config.word_dropout, self.training)  # (B, T)
+        v, w = self.document(self.embedding(tokens), batch.mask, return_attention)  # (B, d)
         out = ModelOutput(logits=self.classifier(v))  # (B, C)
         if return_attention:
             att = {"self_a": w["self_a"]}  # (B, h, T, T)
@@ -340,7 +341,8 @@ class HCAN(_ConvAttentionBase):
         return groups.run(encode, embedded, pairwise=("self_a", "self_b"))  # (S, d), weights padded to W
 
     def forward(self, batch: HierarchicalBatch, return_attention: bool = False) -> ModelOutput:
-        s, ww = self.encode_sentences(batch.words, batch.word_mask, return_attention)  # (S, d)
+        words = hide_words(batch.words, batch.word_mask, self.config.word_dropout, self.training)  # (S, W)
+        s, ww = self.encode_sentences(words, batch.word_mask, return_attention)  # (S, d)
         smask = batch.sentence_mask  # (B, L)
         sent = s[batch.sentence_index]  # (B, L, d): sentences back in document order
         doc, sw = self.sentence_hierarchy(sent, smask, return_attention)  # (B, d)

@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from docattn.data.text import UNK
 from docattn.models.grouping import length_groups  # noqa: F401  (re-exported)
 from docattn.models.gru import PaddedBiGRU, PaddedBiLSTM, PaddedBiRNN, reverse_padded  # noqa: F401  (re-exported)
 
@@ -49,6 +50,15 @@ def sparse_normalizer(scores: torch.Tensor, mask: torch.Tensor, kind: str = "spa
     scores, has_any = _guard_empty(scores, mask)
     # entmax works in float32 at least; it rejects half-precision sorting on some devices
     return fn(scores.float(), dim=-1).to(scores.dtype) * (mask & has_any)
+
+
+def hide_words(ids: torch.Tensor, mask: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """In training, each real word shown as UNK with probability ``p`` (word dropout): a model that can no
+    longer count on any one word of a document it has fit must read the rest of it."""
+    if not (training and p > 0):
+        return ids
+    hidden = (torch.rand(ids.shape, device=ids.device) < p) & mask.bool()
+    return ids.masked_fill(hidden, UNK)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

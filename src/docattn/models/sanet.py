@@ -31,7 +31,7 @@ import torch.nn as nn
 from docattn.data.batching import FlatBatch
 from docattn.models import register_model
 from docattn.models.contract import FLAT, AttentionKind, pooling_kinds
-from docattn.models.layers import attend, masked_max, masked_softmax, max_pool_shares, sinusoidal_encoding
+from docattn.models.layers import attend, hide_words, masked_max, masked_softmax, max_pool_shares, sinusoidal_encoding
 from docattn.models.output import ModelOutput
 
 SANET_PAPER = "Letarte et al. 2018, Self-Attention Network (SANet)"
@@ -74,6 +74,7 @@ class SANetConfig:
     layers: int = 1  # self-attention blocks N (1 base, 2 big)
     attention: bool = True  # False: the paper's baseline, self-attention replaced by a feed-forward layer
     dropout: float = 0.1  # on the output of every sub-layer (paper: 0.1)
+    word_dropout: float = 0.0  # in training, the share of words shown as UNK (the paper: none)
     scaled: bool = False  # divide scores by sqrt(d) as Vaswani et al. do (the paper does not)
     # multiplies the sinusoidal positions (norm sqrt(E / 2), 7.1 at E 100) before they are added to the
     # word vectors: GloVe rows are about that long, but word2vec trained on a small corpus gives most
@@ -165,7 +166,7 @@ class SANet(nn.Module):
 
     def forward(self, batch: FlatBatch, return_attention: bool = False) -> ModelOutput:
         tokens, mask = batch.tokens, batch.mask  # (B, T)
-        x = self.embedding(tokens)  # (B, T, E)
+        x = self.embedding(hide_words(tokens, mask, self.config.word_dropout, self.training))  # (B, T, E)
         pe = sinusoidal_encoding(tokens.shape[1], x.shape[-1], x.device, x.dtype)  # (T, E)
         x = x + self.config.position_scale * pe  # (B, T, E)
         h = self.projection(x)  # (B, T, d)
