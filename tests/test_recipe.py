@@ -88,15 +88,23 @@ def test_hans_width_follows_the_data_under_auto_unless_the_user_set_it():
     assert data_sized_hparams("hpan", "auto", 50_000, {}) == {}
 
 
-def test_the_han_family_hides_words_on_small_data_under_auto_unless_the_user_set_it():
+def test_every_attention_family_hides_words_on_small_data_under_auto_unless_the_user_set_it():
+    from docattn.models import list_models
+    from docattn.models.catalogue import ATTENTION_FAMILIES, CATALOGUE
+
     assert data_sized_hparams("han", "auto", 1_999, {}) == {"word_dropout": 0.3}
     assert data_sized_hparams("han-ave", "auto", 900, {"hidden_size": 64}) == {"word_dropout": 0.3}
-    assert data_sized_hparams("han", "auto", 2_000, {}) == {}  # from 2,000 documents it cost accuracy
+    assert data_sized_hparams("han", "auto", 2_000, {}) == {}  # from 2,000 documents it cost HAN accuracy
     assert data_sized_hparams("han", "paper", 900, {}) == {}
     assert data_sized_hparams("han", "auto", 900, {"word_dropout": 0.0}) == {}  # the user's option wins
-    for variant in ("hpan", "hsan", "hsan-entmax15"):
-        assert data_sized_hparams(variant, "auto", 900, {}) == {"word_dropout": 0.3}
-    assert data_sized_hparams("kim-cnn", "auto", 900, {}) == {}  # no word_dropout option outside HAN's backbone
+    families = [n for n in list_models() if CATALOGUE[n].paper in ATTENTION_FAMILIES]
+    assert {"hpan", "hsan-entmax15", "hcan", "can-one-max", "sanet-big-noatt", "cspan", "cspan-fusion-c"} <= set(
+        families
+    )
+    for variant in families:
+        assert data_sized_hparams(variant, "auto", 900, {}) == {"word_dropout": 0.3}, variant
+    for baseline in ("kim-cnn", "bilstm", "fasttext"):  # no word_dropout option
+        assert data_sized_hparams(baseline, "auto", 900, {}) == {}
 
 
 def test_a_large_training_split_builds_the_wider_model_and_its_run_says_so(tmp_path, monkeypatch):

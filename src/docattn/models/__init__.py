@@ -24,9 +24,12 @@ NOT_MODELS = {"catalogue", "contract", "grouping", "gru", "layers", "output"}
 LARGE_DATA = 10_000
 # training documents under which the auto recipe lays a family's ``ModelSpec.small`` settings: there the
 # recipe's 1,000-step minimum shows the model each document about 30 times or more (batch 64), so it can
-# learn a few words of each by heart; word dropout in HAN's backbone gained there on average, not on every
-# set, and cost from 4,500 documents (benchmarks/LOG.md)
+# learn a few words of each by heart; word dropout gained there on average in every attention family, not on
+# every set, and cost HAN from 4,500 documents (benchmarks/LOG.md)
 SMALL_DATA = 2_000
+# what every attention family lays under SMALL_DATA: 30% of its words shown as <unk> in training
+# (``layers.hide_words``), so that no few words of a document it has seen 30 times carry it
+SMALL_WORD_DROPOUT = {"word_dropout": 0.3}
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 
+from docattn.models import SMALL_WORD_DROPOUT
 from docattn.models.contract import BAG, FLAT, HIERARCHICAL, Layout
 
 # the hyper-parameters a CPU run (recipe "auto") shrinks, as ModelSpec.cpu gives them
@@ -53,11 +54,10 @@ WORDS_1000 = {"max_words": 1000}
 HCAN_CPU = {"d_model": 64, "heads": 4, "embedding_dim": 64}
 SANET_CPU = {"d_model": 128, "embedding_dim": 200}
 HAN_LARGE = {"hidden_size": 100}
-HAN_SMALL = {"word_dropout": 0.3}
 CSPAN_CPU = {"embedding_dim": 64, "dropout": 0.5, "embedding_dropout": 0.3}
 H, F = HIERARCHICAL, FLAT
 
-# name, layout, paper, description[, truncation, cpu sizes, large-data sizes, small-data sizes]
+# name, layout, paper, description[, truncation, cpu sizes, large-data sizes]
 _TABLE = [
     (
         "han",
@@ -67,13 +67,12 @@ _TABLE = [
         {},
         {},
         HAN_LARGE,
-        HAN_SMALL,
     ),
-    ("han-ave", H, HAN, "HN-AVE: HAN with mean pooling instead of attention", {}, {}, HAN_LARGE, HAN_SMALL),
-    ("han-max", H, HAN, "HN-MAX: HAN with max pooling instead of attention", {}, {}, HAN_LARGE, HAN_SMALL),
-    ("hpan", H, HPAN, "HAN with pruned attention (weights < alpha_min zeroed, renormalised)", {}, {}, {}, HAN_SMALL),
-    ("hsan", H, HPAN, "HAN with sparsemax attention at both levels", {}, {}, {}, HAN_SMALL),
-    ("hsan-entmax15", H, HPAN, "HSAN with 1.5-entmax instead of sparsemax (less sparse)", {}, {}, {}, HAN_SMALL),
+    ("han-ave", H, HAN, "HN-AVE: HAN with mean pooling instead of attention", {}, {}, HAN_LARGE),
+    ("han-max", H, HAN, "HN-MAX: HAN with max pooling instead of attention", {}, {}, HAN_LARGE),
+    ("hpan", H, HPAN, "HAN with pruned attention (weights < alpha_min zeroed, renormalised)"),
+    ("hsan", H, HPAN, "HAN with sparsemax attention at both levels"),
+    ("hsan-entmax15", H, HPAN, "HSAN with 1.5-entmax instead of sparsemax (less sparse)"),
     ("hcan", H, HCAN, "HCAN as in the paper (= hcan-two-target): words -> sentences -> document", WORDS_1000, HCAN_CPU),
     ("hcan-one-max", H, HCAN, "HCAN: one conv self-attention, max-pool, at both levels", WORDS_1000, HCAN_CPU),
     (
@@ -210,7 +209,12 @@ _TABLE = [
     ("logreg", BAG, HCAN_BASELINES, "tf-idf (uni+bigrams, min_df 5, sublinear tf) + L2 logistic regression, C=10"),
     ("logreg-l1", BAG, HCAN_BASELINES, "HCAN's baseline: tf-idf (uni+bigrams, min_df 5) + L1 logistic regression, C=1"),
 ]
-CATALOGUE: dict[str, ModelEntry] = {row[0]: ModelEntry(*row) for row in _TABLE}
+# every attention family hides words under models.SMALL_DATA training documents (models.SMALL_WORD_DROPOUT)
+ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
+CATALOGUE: dict[str, ModelEntry] = {
+    row[0]: ModelEntry(*row, small_sizes=dict(SMALL_WORD_DROPOUT) if row[2] in ATTENTION_FAMILIES else {})
+    for row in _TABLE
+}
 
 
 def list_catalogue(pattern: str = "*") -> list[ModelEntry]:

@@ -34,7 +34,7 @@ import torch
 import torch.nn as nn
 
 from docattn.data.batching import FlatBatch
-from docattn.models import register_model
+from docattn.models import SMALL_WORD_DROPOUT, register_model
 from docattn.models.contract import FLAT, AttentionKind, pooling_kinds
 from docattn.models.gru import PaddedBiLSTM
 from docattn.models.layers import attend, hide_words, masked_mean, masked_softmax, sinusoidal_encoding
@@ -293,7 +293,14 @@ class CSPAN(nn.Module):
 
 def _variant(name: str, description: str, training: dict = CSPAN_TRAINING, **defaults):
     @register_model(
-        name, description=description, paper=CSPAN_PAPER, layout=FLAT, training=training, cpu=CSPAN_CPU, **defaults
+        name,
+        description=description,
+        paper=CSPAN_PAPER,
+        layout=FLAT,
+        training=training,
+        cpu=CSPAN_CPU,
+        small=SMALL_WORD_DROPOUT,
+        **defaults,
     )
     def build(vocab_size: int, num_classes: int, **hparams) -> CSPAN:
         return CSPAN(vocab_size, num_classes, **hparams)

@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 
 from docattn.data.batching import HierarchicalBatch
-from docattn.models import register_model
+from docattn.models import SMALL_WORD_DROPOUT, register_model
 from docattn.models.contract import HIERARCHICAL, AttentionKind, pooling_kinds
 from docattn.models.grouping import LengthGroups
 from docattn.models.gru import PaddedBiGRU
@@ -51,9 +51,6 @@ HAN_AUTO = {"dropout": 0.2, "embedding_lr": None}
 # and from 10,000 training documents (models.LARGE_DATA) a GRU twice the paper's width: more documents fill
 # it, where a few thousand overfit it (benchmarks/README.md, "Current defaults")
 HAN_LARGE = {"hidden_size": 100}
-# and under 2,000 (models.SMALL_DATA), which the recipe's minimum of steps shows each document 30 times or
-# more: 30% of the words hidden in each training pass, so that no few words of a document carry it
-HAN_SMALL = {"word_dropout": 0.3}
 
 
 def _read_gate_table(rnn: PaddedBiGRU, table: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -219,7 +216,7 @@ def _variant(name: str, description: str, **defaults):
         training=HAN_TRAINING,
         auto=HAN_AUTO,
         large=HAN_LARGE,
-        small=HAN_SMALL,
+        small=SMALL_WORD_DROPOUT,
         **defaults,
     )
     def build(vocab_size: int, num_classes: int, **hparams) -> HAN:

@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 
 from docattn.data.batching import FlatBatch
-from docattn.models import register_model
+from docattn.models import SMALL_WORD_DROPOUT, register_model
 from docattn.models.contract import FLAT, AttentionKind, pooling_kinds
 from docattn.models.layers import attend, hide_words, masked_max, masked_softmax, max_pool_shares, sinusoidal_encoding
 from docattn.models.output import ModelOutput
@@ -187,7 +187,14 @@ class SANet(nn.Module):
 
 def _variant(name: str, description: str, training: dict, cpu: dict | None = None, **defaults):
     @register_model(
-        name, description=description, paper=SANET_PAPER, layout=FLAT, training=training, cpu=cpu, **defaults
+        name,
+        description=description,
+        paper=SANET_PAPER,
+        layout=FLAT,
+        training=training,
+        cpu=cpu,
+        small=SMALL_WORD_DROPOUT,
+        **defaults,
     )
     def build(vocab_size: int, num_classes: int, **hparams) -> SANet:
         return SANet(vocab_size, num_classes, **hparams)

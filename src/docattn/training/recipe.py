@@ -26,9 +26,9 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
 - model size and regularisation: from ``LARGE_DATA`` (10,000) training documents, the family's
   ``ModelSpec.large`` settings (HAN: a GRU of 100 per direction, the paper's 50 below), since a few thousand
   documents overfit the wider model and more documents fill it; under ``SMALL_DATA`` (2,000), the family's
-  ``ModelSpec.small`` settings (HAN and its variants, HPAN and HSAN: 30% of the words hidden as <unk> in
-  training), since the 1,000-step minimum then shows the model each document 30 times or more, and it
-  learns a few words of each by heart.
+  ``ModelSpec.small`` settings (every attention family: 30% of the words hidden as <unk> in training,
+  ``models.SMALL_WORD_DROPOUT``), since the 1,000-step minimum then shows the model each document 30 times or
+  more, and it learns a few words of each by heart.
 
 The "paper" recipe keeps each model's registered settings: fixed epochs, no early stopping, 5 word2vec
 passes, no class weights, no label smoothing, no refit, accuracy. The auto recipe also lays each family's own
