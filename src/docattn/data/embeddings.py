@@ -283,7 +283,7 @@ def _packaged_table(name: str):
         table = load_file(str(root / "weights" / "l2_supercat_256.safetensors"))["embedding.weight"].astype(np.float32)
     except (OSError, KeyError, Exception) as err:  # noqa: BLE001 - another release's layout: one clear line
         raise DataError(
-            f"embeddings={name!r}: cannot read the vectors in {root} ({str(err).splitlines()[0][:200]}); "
+            f"the {name} vectors: cannot read them in {root} ({str(err).splitlines()[0][:200]}); "
             "reinstall it (pip install --force-reinstall wordllama)"
         ) from None
     return tokenizer, table
@@ -313,13 +313,11 @@ def packaged_vectors(
     return matrix, _coverage(found, vocab, corpus)
 
 
-def start_vectors(
-    name: str, vocab: Vocabulary, dim: int, spread: float, corpus: EncodedCorpus | None = None, seed: int = 0
-) -> tuple[np.ndarray, Coverage]:
+def start_vectors(name: str, vocab: Vocabulary, dim: int, spread: float, seed: int = 0) -> tuple[np.ndarray, Coverage]:
     """``dim``-wide starting vectors for word2vec from a packaged table (see ``packaged_vectors``), centred and
     scaled to an entry spread of ``spread``: the table's principal components where it is wider than ``dim``;
     where it is narrower, all of it and random values in the other dimensions (word2vec trains those from them)."""
-    matrix, coverage = packaged_vectors(name, vocab, corpus)
+    matrix, coverage = packaged_vectors(name, vocab)
     words = matrix[len(SPECIAL_TOKENS) :]
     centred = words - words.mean(axis=0)
     if centred.shape[1] > dim:

@@ -103,7 +103,7 @@ class TrainConfig:
     word2vec_text: str | None = None
     # where word2vec starts: "random" (its own small random vectors) or "wordllama", the packaged pre-trained
     # table reduced to embedding_dim by PCA, so a word the corpus rarely shows keeps a general meaning; even with
-    # random over 10 paired runs from 900 to 10,000 documents (benchmarks/LOG.md), so not the default
+    # random over 11 paired runs from 900 to 10,182 documents (benchmarks/LOG.md), so not the default
     word2vec_start: str = "random"
     max_time: float | None = None  # seconds; training stops at the budget and keeps the best model
     loader_workers: int = 0  # processes building batches beside training (0: the training process builds them)
