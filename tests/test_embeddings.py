@@ -137,10 +137,6 @@ def test_a_file_without_any_vocabulary_word_is_refused(tmp_path):
 
 
 def test_packaged_vectors_cover_every_word_and_place_related_words_together():
-    import importlib.util
-
-    if importlib.util.find_spec("wordllama") is None:  # its files are read, the package never imported
-        pytest.skip("wordllama is in the dev extra (pip install -e '.[dev]')")
     from docattn.data.embeddings import packaged_vectors
     from docattn.data.text import SPECIAL_TOKENS, TextConfig, Vocabulary
 

@@ -17,7 +17,7 @@ from docattn.data import synthetic
 from docattn.data.prepare import DataSettings, prepare
 from docattn.errors import ConfigError, DataError
 from docattn.training.config import TrainConfig
-from docattn.training.recipe import class_weights, data_sized_hparams, planned_epochs, resolve, word2vec_passes
+from docattn.training.recipe import class_weights, data_sized_settings, planned_epochs, resolve, word2vec_passes
 
 TINY = dict(embedding_dim=16, hidden_size=8, context_dim=8, progress=False, min_count=2)
 
@@ -80,31 +80,46 @@ def test_the_auto_recipe_lays_the_familys_own_settings_over_the_registered_ones(
 
 
 def test_hans_width_follows_the_data_under_auto_unless_the_user_set_it():
-    assert data_sized_hparams("han", "auto", 10_000, {}) == {"hidden_size": 100}
-    assert data_sized_hparams("han-max", "auto", 50_000, {"lr": 1e-3}) == {"hidden_size": 100}
-    assert data_sized_hparams("han", "auto", 9_999, {}) == {}  # a few thousand documents overfit it
-    assert data_sized_hparams("han", "paper", 50_000, {}) == {}
-    assert data_sized_hparams("han", "auto", 50_000, {"hidden_size": 64}) == {}  # the user's option wins
-    assert data_sized_hparams("hpan", "auto", 50_000, {}) == {}
+    assert data_sized_settings("han", "auto", 10_000, {}) == {"hidden_size": 100}
+    assert data_sized_settings("han-max", "auto", 50_000, {"lr": 1e-3}) == {"hidden_size": 100}
+    assert data_sized_settings("han", "auto", 9_999, {}) == {}  # a few thousand documents overfit it
+    assert data_sized_settings("han", "paper", 50_000, {}) == {}
+    assert data_sized_settings("han", "auto", 50_000, {"hidden_size": 64}) == {}  # the user's option wins
+    assert data_sized_settings("hpan", "auto", 50_000, {}) == {}
 
 
 def test_every_attention_family_hides_words_on_small_data_under_auto_unless_the_user_set_it():
     from docattn.models import list_models
     from docattn.models.catalogue import ATTENTION_FAMILIES, CATALOGUE
 
-    assert data_sized_hparams("han", "auto", 1_999, {}) == {"word_dropout": 0.3}
-    assert data_sized_hparams("han-ave", "auto", 900, {"hidden_size": 64}) == {"word_dropout": 0.3}
-    assert data_sized_hparams("han", "auto", 2_000, {}) == {}  # from 2,000 documents it cost HAN accuracy
-    assert data_sized_hparams("han", "paper", 900, {}) == {}
-    assert data_sized_hparams("han", "auto", 900, {"word_dropout": 0.0}) == {}  # the user's option wins
+    def hidden(model, n, given):
+        return data_sized_settings(model, "auto", n, given).get("word_dropout")
+
+    assert hidden("han", 1_999, {}) == 0.3
+    assert hidden("han-ave", 900, {"hidden_size": 64}) == 0.3
+    assert hidden("han", 2_000, {}) is None  # from 2,000 documents it cost HAN accuracy
+    assert data_sized_settings("han", "paper", 900, {}) == {}
+    assert hidden("han", 900, {"word_dropout": 0.0}) is None  # the user's option wins
     families = [n for n in list_models() if CATALOGUE[n].paper in ATTENTION_FAMILIES]
     assert {"hpan", "hsan-entmax15", "hcan", "can-one-max", "sanet-big-noatt", "cspan", "cspan-fusion-c"} <= set(
         families
     )
     for variant in families:
-        assert data_sized_hparams(variant, "auto", 900, {}) == {"word_dropout": 0.3}, variant
+        assert hidden(variant, 900, {}) == 0.3, variant
     for baseline in ("kim-cnn", "bilstm", "fasttext"):  # no word_dropout option
-        assert data_sized_hparams(baseline, "auto", 900, {}) == {}
+        assert data_sized_settings(baseline, "auto", 900, {}) == {}
+
+
+def test_hans_words_start_beside_the_packaged_table_on_small_data_unless_the_user_set_them():
+    small = {"embeddings": "word2vec+wordllama", "word_dropout": 0.3}
+    for variant in ("han", "han-ave", "han-max"):
+        assert data_sized_settings(variant, "auto", 1_999, {}) == small, variant
+        assert "embeddings" not in data_sized_settings(variant, "auto", 2_000, {}), variant  # word2vec alone
+    assert data_sized_settings("han", "paper", 900, {}) == {}
+    assert data_sized_settings("han", "auto", 900, {"embeddings": "word2vec"}) == {"word_dropout": 0.3}
+    assert data_sized_settings("han", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}  # its width
+    for other in ("hpan", "hsan", "hcan", "sanet", "cspan", "kim-cnn", "fasttext"):  # not measured with it
+        assert "embeddings" not in data_sized_settings(other, "auto", 900, {}), other
 
 
 def test_a_large_training_split_builds_the_wider_model_and_its_run_says_so(tmp_path, monkeypatch):

@@ -152,10 +152,6 @@ def test_pre_trained_vectors_set_the_embedding_width_unless_one_is_asked_for(tmp
 def test_word2vec_can_start_from_the_packaged_table(data, tmp_path):
     """word2vec_start=wordllama: word2vec begins at the packaged vectors' principal components instead of its own
     random ones, so its vectors differ from a random start's, are cached apart, and need word2vec as the embeddings."""
-    import importlib.util
-
-    if importlib.util.find_spec("wordllama") is None:  # its files are read, the package never imported
-        pytest.skip("wordllama is in the dev extra (pip install -e '.[dev]')")
     from docattn.data.embeddings import start_vectors, train_word2vec
     from docattn.training.config import TrainConfig
     from docattn.training.trainer import _cached_word2vec
@@ -191,3 +187,49 @@ def test_word2vec_can_start_from_the_packaged_table(data, tmp_path):
     assert abs(wide[3:, 256:].std() - 0.3) < 0.01 and not wide[:3].any()
     with pytest.raises(DataError, match="unknown packaged vectors"):
         start_vectors("glove", data.vocab, 16, spread=0.3)
+
+
+def test_word2vec_beside_the_packaged_table(data, tmp_path):
+    """embeddings="word2vec+wordllama": the first columns are word2vec's vectors trained on the corpus, the last
+    256 the packaged table's; left to the recipe, the width is the model's own plus the table's, and a run loaded
+    or resumed from its config keeps that width."""
+    from docattn.data.embeddings import packaged_vectors
+    from docattn.training.config import TrainConfig
+    from docattn.training.trainer import VECTOR_SPREAD, _cached_word2vec
+
+    options = {k: v for k, v in TINY.items() if k != "embedding_dim"}
+    clf = DocumentClassifier(
+        "han", max_epochs=1, embeddings="word2vec+wordllama", word2vec_epochs=1, word2vec_workers=1, **options
+    )
+    seen = {}
+    from docattn.training import trainer
+
+    real = trainer.init_embeddings
+
+    def spy(model, d, cfg):
+        info = real(model, d, cfg)
+        seen["start"] = model.embedding.weight.detach().numpy().copy()
+        return info
+
+    trainer.init_embeddings = spy
+    try:
+        clf.fit_prepared(data, run_dir=tmp_path / "run")
+    finally:
+        trainer.init_embeddings = real
+    own = clf.model.config.embedding_dim - 256
+    assert own == 200  # HAN's registered width, then the table's
+    word2vec = _cached_word2vec(data, own, TrainConfig(word2vec_epochs=1, word2vec_workers=1))
+    table, _ = packaged_vectors("wordllama", data.vocab, spread=VECTOR_SPREAD)
+    np.testing.assert_array_equal(seen["start"][:, :own], word2vec)
+    np.testing.assert_array_equal(seen["start"][:, own:], table)
+    loaded = DocumentClassifier.load(tmp_path / "run")
+    assert loaded.model.config.embedding_dim == 456 and loaded.train_config.embeddings == "word2vec+wordllama"
+    from docattn.training.run import resume_options
+
+    _, again = resume_options(tmp_path / "run", None, {})  # what --resume builds the model from: no second 256
+    assert DocumentClassifier("han", **again)._sized_hparams({})["embedding_dim"] == 456
+    with pytest.raises(ConfigError, match=r"embedding_dim 16 leaves word2vec nothing \(set embedding_dim above 256\)"):
+        DocumentClassifier("han", max_epochs=1, embeddings="word2vec+wordllama", **TINY).fit_prepared(data)
+    with pytest.raises(ConfigError, match="no packaged vectors 'glove'; available: wordllama"):
+        TrainConfig(embeddings="word2vec+glove")
+    assert TrainConfig(embeddings="word2vec+wordllama", word2vec_start="wordllama", word2vec_text="x.txt")

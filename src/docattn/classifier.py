@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from difflib import get_close_matches
 from pathlib import Path
 
@@ -162,7 +162,7 @@ class DocumentClassifier:
         import torch
 
         from docattn.models import create_model
-        from docattn.training.recipe import data_sized_hparams
+        from docattn.training.recipe import data_sized_settings
         from docattn.training.trainer import train_model
 
         train_labels = data.splits["train"].labels
@@ -197,11 +197,16 @@ class DocumentClassifier:
             self.data_settings.text = data.vocab.text_config
             # the seed covers the initial weights too: the engine seeds again only after the model exists
             torch.manual_seed(self.train_config.seed)
-            sized = data_sized_hparams(
+            sized = data_sized_settings(
                 self.model_name, self.train_config.recipe, len(data.splits["train"]), self._options
             )
+            training = {k: v for k, v in sized.items() if k in TrainConfig.field_names()}
+            self.train_config = replace(self.train_config, **training)
             self.model = create_model(
-                self.model_name, vocab_size=len(data.vocab), num_classes=len(data.labels), **self._sized_hparams(sized)
+                self.model_name,
+                vocab_size=len(data.vocab),
+                num_classes=len(data.labels),
+                **self._sized_hparams({k: v for k, v in sized.items() if k not in training}),
             )
             self.results = train_model(
                 self, data, run_dir=Path(run_dir) if run_dir else None, resume=resume, sized=sized
@@ -259,22 +264,26 @@ class DocumentClassifier:
         return list(self.labels.classes)
 
     def _sized_hparams(self, sized: dict) -> dict:
-        """The hyper-parameters with those the recipe ``sized`` to the training split (``data_sized_hparams``),
+        """The hyper-parameters with those the recipe ``sized`` to the training split (``data_sized_settings``),
         and the word vectors' width where pre-trained vectors start the embedding and no ``embedding_dim`` was
-        asked for: a 256-d table or a 300-d GloVe file then just works."""
+        asked for: a 256-d table or a 300-d GloVe file then just works, and a table beside word2vec widens the
+        model's own width by the table's."""
         hparams = {**self.hparams, **sized}
         source = self.train_config.embeddings
         if "embedding_dim" in hparams or source in ("word2vec", "random"):
             return hparams
         import torch
 
-        from docattn.data.embeddings import vector_dim
+        from docattn.data.embeddings import PACKAGED_DIMS, packaged_beside, vector_dim
         from docattn.models import create_model
 
-        dim = vector_dim(source)
-        with torch.random.fork_rng(devices=[]):  # a throwaway model tells whether it has an embedding width
-            accepts = "embedding_dim" in create_model(self.model_name, vocab_size=2, num_classes=2).hparams()
-        return {**hparams, "embedding_dim": dim} if dim and accepts else hparams
+        with torch.random.fork_rng(devices=[]):  # a throwaway model tells its embedding width, if it has one
+            own = create_model(self.model_name, vocab_size=2, num_classes=2, **hparams).hparams().get("embedding_dim")
+        if own is None:
+            return hparams
+        table = packaged_beside(source)
+        dim = own + PACKAGED_DIMS[table] if table else vector_dim(source)
+        return {**hparams, "embedding_dim": dim} if dim else hparams
 
     def _check_fitted(self) -> None:
         if self.model is None:

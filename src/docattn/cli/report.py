@@ -180,6 +180,8 @@ def _print_stop(console, results: dict, config) -> None:
 
 
 def _print_recipe(console, results: dict) -> None:
+    from docattn.data.embeddings import trains_word2vec
+
     recipe = results.get("recipe") or {}
     if recipe.get("recipe") != "auto":
         return
@@ -196,7 +198,7 @@ def _print_recipe(console, results: dict) -> None:
         + (
             f", word2vec {recipe['word2vec_epochs']} passes"
             + (f" from {recipe['word2vec_start']}" if recipe.get("word2vec_start", "random") != "random" else "")
-            if recipe.get("embeddings", "word2vec") == "word2vec"
+            if trains_word2vec(recipe.get("embeddings", "word2vec"))
             else ""
         )
         + (f", label smoothing {recipe['label_smoothing']:g}" if recipe.get("label_smoothing") else "")

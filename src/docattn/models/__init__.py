@@ -30,6 +30,10 @@ SMALL_DATA = 2_000
 # what every attention family lays under SMALL_DATA: 30% of its words shown as <unk> in training
 # (``layers.hide_words``), so that no few words of a document it has seen 30 times carry it
 SMALL_WORD_DROPOUT = {"word_dropout": 0.3}
+# what HAN also lays under SMALL_DATA: its word vectors are word2vec's, trained on the user's text, beside the
+# packaged general-English table (``data.embeddings.PACKAGED``), which knows words a few hundred thousand tokens
+# barely show; paired seeds gained under 2,000 documents and came out even from 4,500 (benchmarks/LOG.md)
+PACKAGED_BESIDE = {"embeddings": "word2vec+wordllama"}
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,8 @@ class ModelSpec:
     # family gains from that much data (HAN: a wider GRU), laid over ``auto`` once the data is known
     large: dict = field(default_factory=dict)
     # under the auto recipe, on a training split of fewer than SMALL_DATA documents: what the family needs
-    # when it sees each document many times (HAN: word dropout), laid over ``auto`` once the data is known
+    # when it sees each document many times (HAN: word dropout, and the packaged table beside word2vec), laid
+    # over ``auto`` once the data is known; training options and hyper-parameters alike
     small: dict = field(default_factory=dict)
 
     def recipe_settings(self, recipe: str, gpu: bool) -> dict:
@@ -61,7 +66,8 @@ class ModelSpec:
         return {**self.auto, **({} if gpu else self.cpu)}
 
     def sized_settings(self, recipe: str, n_documents: int) -> dict:
-        """The hyper-parameters ``recipe`` sizes to a training split of ``n_documents`` documents."""
+        """The settings (hyper-parameters and training options) ``recipe`` sizes to a training split of
+        ``n_documents`` documents."""
         if recipe != "auto":
             return {}
         if n_documents >= LARGE_DATA:

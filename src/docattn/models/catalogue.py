@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 
-from docattn.models import SMALL_WORD_DROPOUT
+from docattn.models import PACKAGED_BESIDE, SMALL_WORD_DROPOUT
 from docattn.models.contract import BAG, FLAT, HIERARCHICAL, Layout
 
 # the hyper-parameters a CPU run (recipe "auto") shrinks, as ModelSpec.cpu gives them
@@ -211,8 +211,14 @@ _TABLE = [
 ]
 # every attention family hides words under models.SMALL_DATA training documents (models.SMALL_WORD_DROPOUT)
 ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
+# and HAN's words start from word2vec beside the packaged table there too (models.PACKAGED_BESIDE)
 CATALOGUE: dict[str, ModelEntry] = {
-    row[0]: ModelEntry(*row, small_sizes=dict(SMALL_WORD_DROPOUT) if row[2] in ATTENTION_FAMILIES else {})
+    row[0]: ModelEntry(
+        *row,
+        small_sizes={**SMALL_WORD_DROPOUT, **(PACKAGED_BESIDE if row[2] == HAN else {})}
+        if row[2] in ATTENTION_FAMILIES
+        else {},
+    )
     for row in _TABLE
 }
 

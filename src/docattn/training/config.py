@@ -23,8 +23,8 @@ def wants_gpu(accelerator: str) -> bool:
 
 @dataclass
 class TrainConfig:
-    # "auto": training length, early stopping, word2vec passes, class weights and HAN's width follow the data
-    # (training/recipe.py); "paper": each model's registered settings, fixed length, as the papers trained
+    # "auto": training length, early stopping, word2vec passes, class weights, HAN's width and word vectors follow
+    # the data (training/recipe.py); "paper": each model's registered settings, fixed length, as the papers trained
     recipe: str = "auto"
     max_epochs: int | None = None  # None: sized to the data (auto) or the model's registered epochs (paper, else 10)
     # auto: at least this many optimizer steps (small data sets get more epochs), at least min_epochs
@@ -84,7 +84,10 @@ class TrainConfig:
     num_nodes: int = 1  # machines of a multi-node (DDP) run
     strategy: str = "auto"  # "ddp" for data parallel over devices / nodes
     precision: str | None = None  # None: bf16-mixed on CUDA, 32 elsewhere
-    embeddings: str = "word2vec"  # "word2vec" (trained on the training split), "random", or a vector file path
+    # "word2vec" (trained on the training split), "wordllama" (the packaged table), "word2vec+wordllama" (both
+    # side by side, embedding_dim their sum: HAN's under 2,000 training documents, auto), "random", or a
+    # vector file path
+    embeddings: str = "word2vec"
     freeze_embeddings: bool = False  # keep the starting word vectors fixed during training
     # passes over the training text; None: enough passes for about word2vec_tokens tokens seen (5 to 50)
     # under auto, so a small corpus gets more of them; 5 (gensim's default) under paper
@@ -138,13 +141,15 @@ class TrainConfig:
             raise ConfigError(f"val_per_epoch must be >= 1, got {self.val_per_epoch}")
         if self.label_smoothing is not None and not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        if self.word2vec_text and self.embeddings != "word2vec":
-            raise ConfigError(f"word2vec_text feeds word2vec, but embeddings is {self.embeddings!r}")
-        from docattn.data.embeddings import PACKAGED
+        from docattn.data.embeddings import PACKAGED, packaged_beside, trains_word2vec
 
+        packaged_beside(self.embeddings)  # "word2vec+NAME" must name a packaged table
+        word2vec = trains_word2vec(self.embeddings)
+        if self.word2vec_text and not word2vec:
+            raise ConfigError(f"word2vec_text feeds word2vec, but embeddings is {self.embeddings!r}")
         if self.word2vec_start not in ("random", *PACKAGED):
             raise ConfigError(f"word2vec_start must be random or {' or '.join(PACKAGED)}, got {self.word2vec_start!r}")
-        if self.word2vec_start in PACKAGED and self.embeddings != "word2vec":
+        if self.word2vec_start in PACKAGED and not word2vec:
             raise ConfigError(f"word2vec_start starts word2vec, but embeddings is {self.embeddings!r}")
         if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
             raise ConfigError(f"ema_decay must be in (0, 1), got {self.ema_decay}")

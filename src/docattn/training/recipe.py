@@ -28,7 +28,11 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
   documents overfit the wider model and more documents fill it; under ``SMALL_DATA`` (2,000), the family's
   ``ModelSpec.small`` settings (every attention family: 30% of the words hidden as <unk> in training,
   ``models.SMALL_WORD_DROPOUT``), since the 1,000-step minimum then shows the model each document 30 times or
-  more, and it learns a few words of each by heart.
+  more, and it learns a few words of each by heart;
+- word vectors: under ``SMALL_DATA`` training documents, HAN's words start from word2vec's vectors beside the
+  packaged general-English table (``embeddings="word2vec+wordllama"``, ``models.PACKAGED_BESIDE``), a width of
+  the paper's 200 plus the table's 256: a few hundred thousand tokens barely show most words, which the table
+  knows from far more text; word2vec alone from ``SMALL_DATA``, where the pairs came out even.
 
 The "paper" recipe keeps each model's registered settings: fixed epochs, no early stopping, 5 word2vec
 passes, no class weights, no label smoothing, no refit, accuracy. The auto recipe also lays each family's own
@@ -79,10 +83,13 @@ def word2vec_passes(cfg: TrainConfig, n_tokens: int) -> int:
     return int(min(high, max(low, math.ceil(cfg.word2vec_tokens / max(n_tokens, 1)))))
 
 
-def data_sized_hparams(model: str, recipe: str, n_documents: int, given: Mapping) -> dict:
-    """The hyper-parameters ``recipe`` sizes to ``n_documents`` training documents for ``model``, less those
-    in ``given`` (the options the user set, which always win)."""
+def data_sized_settings(model: str, recipe: str, n_documents: int, given: Mapping) -> dict:
+    """The hyper-parameters and training options ``recipe`` sizes to ``n_documents`` training documents for
+    ``model``, less those in ``given`` (the options the user set, which always win). A width the user set
+    (``embedding_dim``) keeps the word vectors the user's too: the table would widen it."""
     sized = get_spec(model).sized_settings(recipe, n_documents)
+    if "embedding_dim" in given:
+        sized.pop("embeddings", None)
     return {k: v for k, v in sized.items() if k not in given}
 
 

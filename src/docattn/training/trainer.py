@@ -22,7 +22,10 @@ VECTOR_SPREAD = 0.3  # packaged vectors are scaled to this entry spread, about w
 
 
 def init_embeddings(model, data: PreparedData, cfg) -> dict:
-    """Fill ``model.embedding`` per ``cfg.embeddings``: word2vec on the training split, a file, or random."""
+    """Fill ``model.embedding`` per ``cfg.embeddings``: word2vec on the training split, a packaged table, both
+    side by side ("word2vec+wordllama"), a file, or random."""
+    from docattn.data.embeddings import PACKAGED, PACKAGED_DIMS, load_vectors, packaged_beside, packaged_vectors
+
     info: dict = {"embeddings": cfg.embeddings}
     emb = model.embedding  # only a model the engine trains gets here
     if cfg.embeddings == "random":  # the model's own random start; frozen, if asked, as any other vectors
@@ -32,9 +35,16 @@ def init_embeddings(model, data: PreparedData, cfg) -> dict:
     t0 = time.perf_counter()
     if cfg.embeddings == "word2vec":
         matrix = _cached_word2vec(data, dim, cfg)
+    elif table := packaged_beside(cfg.embeddings):
+        own = dim - PACKAGED_DIMS[table]
+        if own < 1:
+            raise ConfigError(
+                f"embeddings {cfg.embeddings}: the table alone is {PACKAGED_DIMS[table]}-d, so embedding_dim "
+                f"{dim} leaves word2vec nothing (set embedding_dim above {PACKAGED_DIMS[table]})"
+            )
+        packaged, _ = packaged_vectors(table, data.vocab, spread=VECTOR_SPREAD)  # every word has its pieces
+        matrix = np.concatenate([_cached_word2vec(data, own, cfg), packaged], axis=1)
     else:
-        from docattn.data.embeddings import PACKAGED, load_vectors, packaged_vectors
-
         if cfg.embeddings in PACKAGED:
             matrix, coverage = packaged_vectors(cfg.embeddings, data.vocab, data.splits["train"], spread=VECTOR_SPREAD)
         else:
@@ -389,6 +399,8 @@ def guardrail_verdict(results: dict) -> dict | None:
 
 def guardrail_advice(cfg, results: dict) -> str:
     """What to try when the model trails the baseline, from what this run did: only the steps it has not taken."""
+    from docattn.data.embeddings import trains_word2vec
+
     steps = []
     if results.get("stopped_on_budget"):
         steps.append("give it more time (--max-time)")
@@ -396,7 +408,7 @@ def guardrail_advice(cfg, results: dict) -> str:
         steps.append(f"train longer (--epochs {2 * cfg.max_epochs}): it was still improving in its last epoch")
     if cfg.embeddings == "random":
         steps.append("start from word2vec (--embeddings word2vec) or pre-trained vectors (--embeddings FILE)")
-    elif cfg.embeddings == "word2vec":
+    elif trains_word2vec(cfg.embeddings):
         if (cfg.word2vec_epochs or 0) < 50:
             steps.append("train word2vec longer (--set word2vec_epochs=50)")
         if not cfg.word2vec_text:
