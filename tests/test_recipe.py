@@ -122,6 +122,15 @@ def test_hans_words_start_beside_the_packaged_table_on_small_data_unless_the_use
         assert "embeddings" not in data_sized_settings(other, "auto", 900, {}), other
 
 
+def test_a_small_training_split_trains_han_on_both_vectors_and_its_run_says_so(data):
+    options = {k: v for k, v in TINY.items() if k != "embedding_dim"}
+    clf = DocumentClassifier("han", max_epochs=1, word2vec_epochs=1, guardrail=False, **options).fit_prepared(data)
+    assert clf.train_config.embeddings == "word2vec+wordllama" and clf.model.config.embedding_dim == 200 + 256
+    assert clf.results["recipe"]["embeddings"] == "word2vec+wordllama"
+    assert clf.results["recipe"]["hparams"] == {"embeddings": "word2vec+wordllama", "word_dropout": 0.3}
+    assert clf._requested.embeddings == "word2vec"  # a refit on other data sizes its vectors again
+
+
 def test_a_large_training_split_builds_the_wider_model_and_its_run_says_so(tmp_path, monkeypatch):
     import docattn.models
 
