@@ -34,6 +34,7 @@ SMALL_WORD_DROPOUT = {"word_dropout": 0.3}
 # packaged general-English table (``data.embeddings.PACKAGED``), which knows words a few hundred thousand tokens
 # barely show; paired seeds gained under 2,000 documents and came out even from 4,500 (benchmarks/LOG.md)
 PACKAGED_BESIDE = {"embeddings": "word2vec+wordllama"}
+HAN_SMALL = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # han, han-ave, han-max (the catalogue says the same)
 
 
 @dataclass(frozen=True)

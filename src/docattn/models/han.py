@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 
 from docattn.data.batching import HierarchicalBatch
-from docattn.models import PACKAGED_BESIDE, SMALL_WORD_DROPOUT, register_model
+from docattn.models import HAN_SMALL, register_model
 from docattn.models.contract import HIERARCHICAL, AttentionKind, pooling_kinds
 from docattn.models.grouping import LengthGroups
 from docattn.models.gru import PaddedBiGRU
@@ -216,7 +216,7 @@ def _variant(name: str, description: str, **defaults):
         training=HAN_TRAINING,
         auto=HAN_AUTO,
         large=HAN_LARGE,
-        small={**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE},
+        small=HAN_SMALL,
         **defaults,
     )
     def build(vocab_size: int, num_classes: int, **hparams) -> HAN:
