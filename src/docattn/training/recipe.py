@@ -32,7 +32,8 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
 - word vectors: under ``SMALL_DATA`` training documents, HAN's words start from word2vec's vectors beside the
   packaged general-English table (``embeddings="word2vec+wordllama"``, ``models.PACKAGED_BESIDE``), a width of
   the paper's 200 plus the table's 256: a few hundred thousand tokens barely show most words, which the table
-  knows from far more text; word2vec alone from ``SMALL_DATA``, where the pairs came out even.
+  knows from far more text; word2vec alone from ``SMALL_DATA``, where the pairs came out even, and for HPAN
+  and HSAN, which lost with the table.
 
 The "paper" recipe keeps each model's registered settings: fixed epochs, no early stopping, 5 word2vec
 passes, no class weights, no label smoothing, no refit, accuracy. The auto recipe also lays each family's own
