@@ -118,7 +118,7 @@ def test_hans_words_start_beside_the_packaged_table_on_small_data_unless_the_use
     assert data_sized_settings("han", "paper", 900, {}) == {}
     assert data_sized_settings("han", "auto", 900, {"embeddings": "word2vec"}) == {"word_dropout": 0.3}
     assert data_sized_settings("han", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}  # its width
-    for other in ("hpan", "hsan", "hcan", "sanet", "cspan", "kim-cnn", "fasttext"):  # not measured with it
+    for other in ("hpan", "hsan", "hcan", "sanet", "cspan", "kim-cnn", "fasttext"):  # hpan, hsan lost with it
         assert "embeddings" not in data_sized_settings(other, "auto", 900, {}), other
 
 

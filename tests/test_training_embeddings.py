@@ -189,7 +189,7 @@ def test_word2vec_can_start_from_the_packaged_table(data, tmp_path):
         start_vectors("glove", data.vocab, 16, spread=0.3)
 
 
-def test_word2vec_beside_the_packaged_table(data, tmp_path):
+def test_word2vec_beside_the_packaged_table(data, tmp_path, monkeypatch):
     """embeddings="word2vec+wordllama": the first columns are word2vec's vectors trained on the corpus, the last
     256 the packaged table's; left to the recipe, the width is the model's own plus the table's, and a run loaded
     or resumed from its config keeps that width."""
@@ -211,11 +211,9 @@ def test_word2vec_beside_the_packaged_table(data, tmp_path):
         seen["start"] = model.embedding.weight.detach().numpy().copy()
         return info
 
-    trainer.init_embeddings = spy
-    try:
-        clf.fit_prepared(data, run_dir=tmp_path / "run")
-    finally:
-        trainer.init_embeddings = real
+    monkeypatch.setattr(trainer, "init_embeddings", spy)
+    clf.fit_prepared(data, run_dir=tmp_path / "run")
+    monkeypatch.undo()
     own = clf.model.config.embedding_dim - 256
     assert own == 200  # HAN's registered width, then the table's
     word2vec = _cached_word2vec(data, own, TrainConfig(word2vec_epochs=1, word2vec_workers=1))
