@@ -7,8 +7,13 @@ per-data-set flags), so the table shows how the defaults transfer:
 
 - bbc: BBC News, 2,225 articles, 5 topics, stratified 5-fold cross-validation;
 - ag: AG News' test split (7,600 titles and descriptions, 4 topics) as a corpus, 5-fold cross-validation;
+- agtitles: the same 7,600 articles by their titles alone (about 7 words each), 5-fold cross-validation: the
+  short-text set;
 - imdb1k, imdb2k, imdb5k: 1,000 / 2,000 / 5,000 IMDB training reviews (a seeded draw), tested on all
   25,000 test reviews;
+- ratings2k: 2,000 IMDB training reviews (a seeded draw) labelled by their star rating (1-4 and 7-10: IMDB
+  holds no 5 or 6, so 8 classes), tested on all 25,000 test reviews by theirs: fine-grained sentiment, as the
+  papers' Yelp and Amazon ratings;
 - news2k: 2,000 20 Newsgroups training posts (a seeded, stratified draw), tested on its 7,532 test posts;
 - r8: Reuters-21578 ModApte's single-topic documents of its ten most frequent topics, the topics with documents
   in both splits kept (R8: 8 classes, earn 2,840 training documents against grain's 41), tested on its test
@@ -38,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, SHARED_DATA, machine  # noqa: E402
 
 MODELS = "nb,logreg,han,hpan,hsan,kim-cnn,fasttext,hcan,sanet,cspan"
-SETS = ["bbc", "ag", "imdb1k", "imdb2k", "imdb5k", "news2k", "r8", "imdb", "news"]
+SETS = ["bbc", "ag", "agtitles", "imdb1k", "imdb2k", "imdb5k", "ratings2k", "news2k", "r8", "imdb", "news"]
 README = Path(__file__).resolve().parent / "README.md"
 START, END = "<!-- transfer:start -->", "<!-- transfer:end -->"
 
@@ -63,6 +68,22 @@ def _archive_split(archive: Path, split: str) -> list[tuple[str, str]]:
 
     corpus = read_splits(archive)[split]
     return list(zip(corpus.texts, corpus.labels))
+
+
+def _imdb_ratings(archive: Path, split: str) -> dict[str, tuple[str, str]]:
+    """{review file name: (text, star rating as "r01".."r10")} of one IMDB split; the rating is in the name."""
+    import re
+    import tarfile
+
+    named = re.compile(rf"aclImdb/{split}/(pos|neg)/(\d+_(\d+))\.txt$")
+    out = {}
+    with tarfile.open(archive) as tar:
+        for member in tar:
+            m = named.match(member.name)
+            if m:
+                text = tar.extractfile(member).read().decode("utf-8", errors="replace")
+                out[f"{m[1]}/{m[2]}"] = (text, f"r{int(m[3]):02d}")
+    return out
 
 
 def _draw(docs: list, n: int, seed: int = 0, stratified: bool = False) -> list:
@@ -113,6 +134,22 @@ def data_args(name: str) -> list[str]:
             corpus = next(iter(read_splits(SHARED_DATA / "ag_news").values()))
             _write_jsonl(path, list(zip(corpus.texts, corpus.labels)))
         return ["--data", str(path), "--cv", "5"]
+    if name == "agtitles":
+        path = work / "ag_titles_as_corpus.jsonl"
+        if not path.exists():
+            from docattn.data.readers import read_splits
+
+            corpus = next(iter(read_splits(SHARED_DATA / "ag_news").values()))
+            _write_jsonl(path, [(text.split("\n\n", 1)[0], label) for text, label in zip(corpus.texts, corpus.labels)])
+        return ["--data", str(path), "--cv", "5"]
+    if name == "ratings2k":
+        train, test = work / "imdb_ratings_train_2000.jsonl", work / "imdb_ratings_test.jsonl"
+        if not (train.exists() and test.exists()):
+            reviews = _imdb_ratings(imdb, "train")
+            _write_jsonl(train, _draw([reviews[k] for k in sorted(reviews)], 2000))
+            reviews = _imdb_ratings(imdb, "test")
+            _write_jsonl(test, [reviews[k] for k in sorted(reviews)])
+        return ["--data", str(train), "--test", str(test)]
     if name.startswith("imdb") and name != "imdb":
         n = int(name[4:-1]) * 1000
         path = work / f"imdb_train_{n}.jsonl"

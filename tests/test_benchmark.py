@@ -158,6 +158,32 @@ def test_the_transfer_table_keeps_each_models_newest_run_of_a_set(tmp_path):
     assert rows == {"nb": 0.80, "han": 0.82}
 
 
+def test_the_transfer_suites_ratings_come_from_the_review_file_names(tmp_path):
+    """ratings2k labels each IMDB review by the star rating in its name, for the split asked, nothing else."""
+    import io
+    import runpy
+    import tarfile
+    from pathlib import Path
+
+    ratings = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "transfer.py"))["_imdb_ratings"]
+    files = {
+        "aclImdb/train/pos/3_10.txt": "Loved it.",
+        "aclImdb/train/neg/12_2.txt": "Dull.",
+        "aclImdb/test/pos/4_7.txt": "Fine.",
+        "aclImdb/train/unsup/5_0.txt": "Unlabelled.",
+        "aclImdb/imdb.vocab": "the\n",
+    }
+    with tarfile.open(tmp_path / "imdb.tar.gz", "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    archive = tmp_path / "imdb.tar.gz"
+    assert ratings(archive, "train") == {"pos/3_10": ("Loved it.", "r10"), "neg/12_2": ("Dull.", "r02")}
+    assert ratings(archive, "test") == {"pos/4_7": ("Fine.", "r07")}
+
+
 def test_benchmark_encodes_with_each_models_data_settings(tmp_path, monkeypatch):
     """HCAN's text cleaning and a user's --set min_count reach the benchmark's encoding, as in `train`."""
     monkeypatch.setenv("DOCATTN_CACHE", str(tmp_path / "cache"))
