@@ -140,6 +140,7 @@ def data_args(name: str) -> list[str]:
             from docattn.data.readers import read_splits
 
             corpus = next(iter(read_splits(SHARED_DATA / "ag_news").values()))
+            # the CSV reader joins a title and its description with a blank line
             _write_jsonl(path, [(text.split("\n\n", 1)[0], label) for text, label in zip(corpus.texts, corpus.labels)])
         return ["--data", str(path), "--cv", "5"]
     if name == "ratings2k":
