@@ -126,22 +126,16 @@ def data_args(name: str) -> list[str]:
     work = _work_dir()
     if name == "bbc":
         return ["--data", str(SHARED_DATA / "bbc" / "bbc.tar.gz"), "--cv", "5"]
-    if name == "ag":
-        path = work / "ag_test_as_corpus.jsonl"
+    if name in ("ag", "agtitles"):
+        path = work / ("ag_test_as_corpus.jsonl" if name == "ag" else "ag_titles_as_corpus.jsonl")
         if not path.exists():
             from docattn.data.readers import read_splits
 
             corpus = next(iter(read_splits(SHARED_DATA / "ag_news").values()))
-            _write_jsonl(path, list(zip(corpus.texts, corpus.labels)))
-        return ["--data", str(path), "--cv", "5"]
-    if name == "agtitles":
-        path = work / "ag_titles_as_corpus.jsonl"
-        if not path.exists():
-            from docattn.data.readers import read_splits
-
-            corpus = next(iter(read_splits(SHARED_DATA / "ag_news").values()))
-            # the CSV reader joins a title and its description with a blank line
-            _write_jsonl(path, [(text.split("\n\n", 1)[0], label) for text, label in zip(corpus.texts, corpus.labels)])
+            docs = list(zip(corpus.texts, corpus.labels))
+            if name == "agtitles":  # the CSV reader joins a title and its description with a blank line
+                docs = [(text.split("\n\n", 1)[0], label) for text, label in docs]
+            _write_jsonl(path, docs)
         return ["--data", str(path), "--cv", "5"]
     if name == "ratings2k":
         train, test = work / "imdb_ratings_train_2000.jsonl", work / "imdb_ratings_test.jsonl"
