@@ -25,6 +25,7 @@ TRAINING_GROUPS = {
         "min_steps",
         "min_epochs",
         "epoch_limit",
+        "extend_plan",
         "patience",
         "max_time",
         "max_steps",

@@ -148,14 +148,99 @@ def test_a_large_training_split_builds_the_wider_model_and_its_run_says_so(tmp_p
 
 
 def test_the_cosine_runs_over_the_planned_steps_and_continues_the_same_curve():
-    from docattn.training.engine import _per_step_factor
+    from docattn.training.engine import RatePlan
 
-    factor = _per_step_factor("cosine", 4, 100)
+    factor = RatePlan("cosine", 4, 100)
     assert [factor(s) for s in range(4)] == pytest.approx([0.25 * c for c in (1, 2, 3, 4)], rel=0.01)
     assert factor(50) == pytest.approx(0.5) and factor(100) == pytest.approx(0.0) and factor(150) == pytest.approx(0.0)
     values = [factor(s) for s in range(4, 101)]
     assert values == sorted(values, reverse=True)  # warm-up, then down to 0 at the planned end, never back up
-    assert _per_step_factor("none", 0, 100)(70) == 1.0
+    assert RatePlan("none", 0, 100)(70) == 1.0
+    factor.total = 150  # lengthened at its end: back to a quarter of the peak, then down to 0 at the new end
+    assert factor(100) == pytest.approx(0.25) and factor(150) == pytest.approx(0.0)
+
+
+def _improving_at_every_validation(monkeypatch, always: bool) -> None:
+    """Every validation keeps its weights (a run still improving at its end), or only the first one does."""
+    from docattn.training import callbacks
+
+    monkeypatch.setattr(callbacks.BestWeights, "keeps", lambda self, score: always or self.best_score is None)
+
+
+def test_a_run_still_improving_at_its_planned_end_trains_longer_with_the_cosine_stretched(monkeypatch, tmp_path):
+    from docattn.card import model_card
+
+    _improving_at_every_validation(monkeypatch, always=True)
+    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
+    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+    steps_per_epoch = math.ceil(len(data.splits["train"]) / 32)
+    options = dict(embeddings="random", min_steps=4 * steps_per_epoch, batch_size=32, guardrail=False, **TINY)
+    clf = DocumentClassifier("han", epoch_limit=7, extend_plan=True, **options).fit_prepared(
+        data, run_dir=tmp_path / "run"
+    )
+    assert clf.train_config.max_epochs == 4  # planned 4; then 4 + 2, then 7
+    assert clf.results["extended_to_epochs"] == 7
+    assert "still improving at the end of its 4 planned epochs, so lengthened to 7" in model_card(tmp_path / "run")
+    history = clf.results["history"]
+    assert history[-1]["step"] == 7 * steps_per_epoch
+    rates = [row["lr"] for row in history]
+    planned_end = max(i for i, row in enumerate(history) if row["step"] <= 4 * steps_per_epoch)
+    assert rates[planned_end + 1] > rates[planned_end]  # stretched: the rate rose again after the planned end
+    assert rates[-1] < 0.05 * clf.train_config.lr  # and fell to near 0 at the lengthened end
+    kept = DocumentClassifier("han", epoch_limit=7, **options).fit_prepared(data)  # the default keeps the plan
+    assert kept.results["extended_to_epochs"] is None and kept.results["history"][-1]["step"] == 4 * steps_per_epoch
+    with pytest.raises(ConfigError, match="extend_plan lengthens the auto recipe"):
+        TrainConfig(recipe="paper", extend_plan=True)
+
+
+def test_a_run_that_peaked_early_is_not_lengthened(monkeypatch):
+    _improving_at_every_validation(monkeypatch, always=False)
+    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
+    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+    steps_per_epoch = math.ceil(len(data.splits["train"]) / 32)
+    clf = DocumentClassifier(
+        "han",
+        embeddings="random",
+        min_steps=4 * steps_per_epoch,
+        patience=0,
+        extend_plan=True,
+        batch_size=32,
+        guardrail=False,
+        **TINY,
+    ).fit_prepared(data)
+    assert clf.results["extended_to_epochs"] is None and clf.results["history"][-1]["step"] == 4 * steps_per_epoch
+
+
+def test_a_lengthened_run_resumes_its_longer_plan(monkeypatch, tmp_path):
+    """Killed in an epoch the plan was lengthened by, it continues to the lengthened end on the same curve."""
+    from docattn.training import engine
+
+    _improving_at_every_validation(monkeypatch, always=True)
+    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
+    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+    steps_per_epoch = math.ceil(len(data.splits["train"]) / 32)
+    options = dict(
+        embeddings="random", min_steps=4 * steps_per_epoch, extend_plan=True, batch_size=32, guardrail=False, **TINY
+    )
+    whole = DocumentClassifier("han", epoch_limit=6, **options).fit_prepared(data, run_dir=tmp_path / "whole")
+    real = engine.MetricsLog.on_train_epoch_start
+
+    def crash_in_epoch_5(self, trainer, pl_module):
+        if trainer.current_epoch == 5:
+            raise RuntimeError("killed")
+        real(self, trainer, pl_module)
+
+    monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", crash_in_epoch_5)
+    run = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="killed"):
+        DocumentClassifier("han", epoch_limit=6, **options).fit_prepared(data, run_dir=run)
+    monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", real)
+    resumed = DocumentClassifier("han", epoch_limit=6, **options).fit_prepared(data, run_dir=run, resume=True)
+    assert resumed.results["extended_to_epochs"] == whole.results["extended_to_epochs"] == 6
+    steps = [row["step"] for row in resumed.results["history"]]
+    assert steps == [row["step"] for row in whole.results["history"]] and steps[-1] == 6 * steps_per_epoch
+    rates = [row["lr"] for row in resumed.results["history"]]
+    assert rates == pytest.approx([row["lr"] for row in whole.results["history"]], abs=1e-6)  # CSV: 6 decimals
 
 
 def test_a_small_data_set_trains_to_its_planned_steps_with_the_rate_ending_near_zero(tmp_path):

@@ -126,6 +126,7 @@ def run_one(
         "test_micro_f1": test.get("micro_f1"),  # multi-label data only: the score it is compared by
         "valid_accuracy": res.get("best", {}).get("val_acc", res.get("valid", {}).get("accuracy")),
         "best_epoch": res.get("best", {}).get("epoch"),
+        "extended_to_epochs": res.get("extended_to_epochs"),  # extend_plan lengthened the plan to this many
         "train_seconds": train_s,
         # neural models: training time per document per epoch; one-shot baselines: fit time per document
         "train_ms_per_document": (

@@ -201,6 +201,11 @@ def _training_lines(config: dict, results: dict) -> list[str]:
             lines.append(f"- {text}")
     if results.get("diverged_at") is not None:
         lines.append(f"- diverged at {results['diverged_at']}; the best weights validated before are kept")
+    if results.get("extended_to_epochs"):
+        lines.append(
+            f"- still improving at the end of its {(config.get('training') or {}).get('max_epochs')} planned epochs, "
+            f"so lengthened to {results['extended_to_epochs']}"
+        )
     training = config.get("training") or {}
     lines.append(
         f"- Optimiser {training.get('optimizer')} at lr {training.get('lr')}, batch {training.get('batch_size')}, "

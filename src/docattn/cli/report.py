@@ -177,6 +177,11 @@ def _print_stop(console, results: dict, config) -> None:
         )
     elif results.get("stopped_on_budget"):
         console.print(f"stopped on the time budget (--max-time {config.max_time:g} s)")
+    if results.get("extended_to_epochs"):
+        console.print(
+            f"still improving at the end of its {config.max_epochs} planned epochs: lengthened to "
+            f"{results['extended_to_epochs']} (--set extend_plan=false keeps the plan)"
+        )
 
 
 def _print_recipe(console, results: dict) -> None:

@@ -126,6 +126,65 @@ class EarlyStoppingAfter(EarlyStopping):
         return super()._should_skip_check(trainer) or trainer.global_step < self.min_steps
 
 
+class ExtendPlan(Callback):
+    """The auto recipe's plan, lengthened while the run still improves (``extend_plan``): when the last
+    planned epoch ends with the kept weights from the plan's last tenth of steps, train half as many epochs
+    again (at most ``limit``), the cosine stretched over the longer plan, so its rate rises back to a
+    fraction of its peak and falls to 0 at the new end. An option, not a default: where it acted on the
+    transfer suite it found no better weights (benchmarks/LOG.md)."""
+
+    TAIL = 0.1  # the kept weights from this last share of the planned steps: still improving
+    MORE = 0.5  # lengthen by this share of the epochs planned so far
+
+    def __init__(self, best: BestWeights, early: EarlyStopping | None, guard: DivergenceGuard, limit: int, echo=False):
+        self.best, self.early, self.guard, self.limit, self.echo = best, early, guard, limit, echo
+        self.max_epochs: int | None = None  # the lengthened plan; None: as planned
+        self.trainer = None
+
+    def state_dict(self) -> dict:
+        return {"max_epochs": self.max_epochs}
+
+    def setup(self, trainer, pl_module, stage):
+        self.trainer = trainer  # a resume restores the lengthened plan into it (load_state_dict)
+
+    def load_state_dict(self, state: dict) -> None:
+        self.max_epochs = state.get("max_epochs")
+        if self.max_epochs is not None:  # before the fit loop asks whether any epoch is left
+            self.trainer.fit_loop.max_epochs = self.max_epochs
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        planned, plan = trainer.max_epochs, pl_module.plan
+        if (
+            plan is None
+            or trainer.current_epoch + 1 < planned
+            or planned >= self.limit
+            or not self._still_improving(trainer, plan.total)
+        ):
+            return
+        longer = min(self.limit, planned + math.ceil(planned * self.MORE))
+        plan.total = round(plan.total * longer / planned)
+        trainer.fit_loop.max_epochs = self.max_epochs = longer
+        trainer.should_stop = False  # ValidateLastStep asked for the plan's last validation by stopping
+        if self.echo and trainer.is_global_zero:
+            print(f"  the best weights came in the plan's last tenth: training to epoch {longer}", file=sys.stderr)
+
+    def _still_improving(self, trainer, total: int) -> bool:
+        from lightning.pytorch.callbacks import Timer
+
+        stopped = (
+            self.guard.at is not None
+            or (self.early is not None and self.early.wait_count >= self.early.patience)
+            or 0 < trainer.max_steps <= trainer.global_step
+            or any(isinstance(c, Timer) and _spent(c.time_remaining("train")) for c in trainer.callbacks)
+        )
+        step = self.best.best_metrics.get("step")
+        return not stopped and step is not None and step >= trainer.global_step - self.TAIL * total
+
+
+def _spent(remaining: float | None) -> bool:
+    return remaining is not None and remaining <= 0  # None: no time budget
+
+
 class DivergenceGuard(Callback):
     """Stops training once its loss is NaN or infinite and the weights are too (a step a loss scaler
     skipped leaves them finite), so a diverged run ends at once, and says so, instead of training

@@ -32,6 +32,9 @@ class TrainConfig:
     min_steps: int = 1000
     min_epochs: int = 1  # auto: the fewest epochs (set from the model's registered epochs)
     epoch_limit: int = 50  # auto: the most epochs, however small the data
+    # when the planned epochs end with the best weights from their last tenth of steps, train half as many again
+    # (at most epoch_limit), the cosine stretched over them (auto recipe); off by default: it did not gain
+    extend_plan: bool = False
     # stop after this many optimizer steps whatever the epochs planned (a trial run, a speed measurement on a
     # large corpus); the schedule keeps the planned length, so its rate does not reach its end; None: no limit
     max_steps: int | None = None
@@ -135,6 +138,11 @@ class TrainConfig:
             raise ConfigError(f"optimizer must be sgd, adam or adamw, got {self.optimizer!r}")
         if self.schedule not in ("none", "step", "multistep", "cosine"):
             raise ConfigError(f"schedule must be none, step, multistep or cosine, got {self.schedule!r}")
+        if self.extend_plan and (self.recipe != "auto" or self.schedule not in ("none", "cosine")):
+            raise ConfigError(
+                "extend_plan lengthens the auto recipe's per-step plan (schedule cosine or none); "
+                f"this run has recipe={self.recipe!r}, schedule={self.schedule!r}"
+            )
         if self.monitor not in (None, "val_acc", "val_macro_f1", "val_micro_f1", "val_loss"):
             raise ConfigError(f"monitor must be val_acc, val_macro_f1, val_micro_f1 or val_loss, got {self.monitor!r}")
         if self.val_per_epoch < 1:

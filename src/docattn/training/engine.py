@@ -34,6 +34,7 @@ from docattn.training.callbacks import (
     DivergenceGuard,
     EarlyStoppingAfter,
     EMAWeights,
+    ExtendPlan,
     MetricsLog,
     ResumePoint,
     ValidateLastStep,
@@ -82,6 +83,7 @@ class ClassifierModule(L.LightningModule):
         # the cosine (and warm-up) as one per-step factor over the steps Lightning plans for this run;
         # without it (the paper recipe) the cosine steps once an epoch over max_epochs
         self.per_step_schedule = per_step_schedule
+        self.plan: RatePlan | None = None  # that per-step factor, once configure_optimizers has built it
         weights = None if class_weights is None else torch.as_tensor(np.asarray(class_weights), dtype=torch.float32)
         self.register_buffer("class_weights", weights, persistent=False)
 
@@ -205,9 +207,8 @@ class ClassifierModule(L.LightningModule):
         else:
             opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, fused=fused)
         if self.per_step_schedule and cfg.schedule in ("cosine", "none"):
-            total = max(1, int(self.trainer.estimated_stepping_batches))
-            factor = _per_step_factor(cfg.schedule, cfg.warmup_steps, total)
-            return [opt], [{"scheduler": torch.optim.lr_scheduler.LambdaLR(opt, factor), "interval": "step"}]
+            self.plan = RatePlan(cfg.schedule, cfg.warmup_steps, max(1, int(self.trainer.estimated_stepping_batches)))
+            return [opt], [{"scheduler": torch.optim.lr_scheduler.LambdaLR(opt, self.plan), "interval": "step"}]
         schedulers = []
         if cfg.schedule == "step":
             schedulers.append(torch.optim.lr_scheduler.StepLR(opt, cfg.step_size, cfg.gamma))
@@ -224,18 +225,20 @@ class ClassifierModule(L.LightningModule):
         return ([opt], configs) if configs else opt
 
 
-def _per_step_factor(schedule: str, warmup: int, total: int):
+class RatePlan:
     """The rate's multiplier at each optimizer step: a linear warm-up, then a cosine from 1 to 0 over the
-    ``total`` steps planned (or 1 throughout). A function of the step alone, so a resume, whose scheduler
-    state keeps only the step, continues the same curve, and an early stop simply ends it sooner."""
+    ``total`` steps planned (or 1 throughout). A function of the step and these attributes alone: the
+    scheduler's state keeps them with its step, so a resume continues the same curve, an early stop simply
+    ends it sooner, and a plan lengthened in training (``callbacks.ExtendPlan``) stretches it."""
 
-    def factor(step: int) -> float:
-        rise = min(1.0, (step + 1) / warmup) if warmup else 1.0
-        if schedule != "cosine":
+    def __init__(self, schedule: str, warmup: int, total: int):
+        self.schedule, self.warmup, self.total = schedule, warmup, total
+
+    def __call__(self, step: int) -> float:
+        rise = min(1.0, (step + 1) / self.warmup) if self.warmup else 1.0
+        if self.schedule != "cosine":
             return rise
-        return rise * 0.5 * (1.0 + math.cos(math.pi * min(step, total) / total))
-
-    return factor
+        return rise * 0.5 * (1.0 + math.cos(math.pi * min(step, self.total) / self.total))
 
 
 def _interrupted(err: BaseException, trainer, run_dir: Path | None) -> Interrupted | None:
@@ -278,6 +281,7 @@ class FitResult:
     diverged_at: Divergence | None  # where the loss and weights became NaN or infinite
     is_global_zero: bool  # rank 0 under DDP: the process that writes the run folder
     device: str  # where it trained, e.g. "cuda:0" (Lightning hands the model back on the CPU)
+    extended_to: int | None = None  # the epochs of a plan ExtendPlan lengthened; None: trained as planned
 
 
 def resolve_precision(cfg: TrainConfig) -> str:
@@ -372,6 +376,7 @@ def fit(
         diverged_at=callbacks.guard.at,
         is_global_zero=trainer.is_global_zero,
         device=str(trainer.strategy.root_device),
+        extended_to=callbacks.extend.max_epochs if callbacks.extend is not None else None,
     )
 
 
@@ -405,6 +410,7 @@ class _FitCallbacks:
     log: MetricsLog
     guard: DivergenceGuard
     early: EarlyStoppingAfter | None
+    extend: ExtendPlan | None
     all: list[Callback]
 
 
@@ -420,12 +426,14 @@ def _fit_callbacks(cfg: TrainConfig, run_dir: Path | None, on_best, bar: bool, r
     if cfg.patience:
         after = cfg.min_steps if cfg.recipe == "auto" else 0
         early = EarlyStoppingAfter(cfg.monitor, patience=cfg.patience, mode=best.mode, min_steps=after)
-    callbacks: list[Callback] = [c for c in (ema, best, log, ValidateLastStep(), guard, early) if c is not None]
+    # after early stopping (it may decide at an epoch's end too), before ResumePoint writes the lengthened plan
+    extend = ExtendPlan(best, early, guard, cfg.epoch_limit, log.echo) if cfg.extend_plan else None
+    callbacks = [c for c in (ema, best, log, ValidateLastStep(), guard, early, extend) if c is not None]
     if run_dir is not None:
         callbacks.append(ResumePoint(resume_checkpoint(run_dir), guard))
     if bar:
         callbacks.append(_progress_bar())
-    return _FitCallbacks(best, log, guard, early, callbacks)
+    return _FitCallbacks(best, log, guard, early, extend, callbacks)
 
 
 def _progress_bar():

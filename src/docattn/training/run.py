@@ -56,8 +56,13 @@ def trained_epochs(checkpoint: Path) -> int:
 
 def check_resumable(checkpoint: Path, max_epochs: int | None) -> None:
     """Refuse, before anything is written, a checkpoint that cannot be read safely and a resume with no
-    epoch left to train: it would train nothing and rewrite the run's config.json without its history."""
-    done = trained_epochs(checkpoint)
+    epoch left to train: it would train nothing and rewrite the run's config.json without its history. A plan
+    lengthened in training (``callbacks.ExtendPlan``) counts as planned."""
+    state = read_checkpoint(checkpoint)
+    done = state["epoch"] + 1
+    lengthened = (state.get("callbacks") or {}).get("ExtendPlan", {}).get("max_epochs")
+    if max_epochs is not None and lengthened:
+        max_epochs = max(max_epochs, lengthened)
     if max_epochs is not None and max_epochs <= done:
         raise ConfigError(
             f"--resume: {checkpoint} has already trained {done} epoch(s), nothing is left to resume; "

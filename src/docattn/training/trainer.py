@@ -294,6 +294,7 @@ def fit_record(res: FitResult) -> dict:
         "history": res.history,  # one row per validation: what the benchmark's curves plot
         "is_global_zero": res.is_global_zero,
         "device": res.device,  # where it trained, e.g. "cuda:0"
+        "extended_to_epochs": res.extended_to,  # the epochs of a plan lengthened in training (ExtendPlan)
     }
 
 
