@@ -5,8 +5,9 @@
 
 Each seed trains once at the defaults (with the options of ``--set``). Beside the run's own kept weights,
 the fit keeps the weights a rule would have kept: the best validation accuracy, macro-F1 and loss, the newest
-weights within a standard error of the best accuracy, and the last weights; each set of weights is then
-tested on the same test documents. Comparing rules across separate runs mixes them with run-to-run noise
+weights within a standard error of the best accuracy, the last weights, and the mean of the weights of the 3
+and of the 5 most accurate validations (``top3_mean``, ``top5_mean``); each set of weights is then tested on
+the same test documents. Comparing rules across separate runs mixes them with run-to-run noise
 (word2vec's threads, the loader), which on a small data set is as large as the difference sought; here
 the rules differ only in which step's weights they keep. Early stopping follows the run's own monitor
 (``--set monitor=...``), so each rule sees the same training.
@@ -31,6 +32,44 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 
 RULES = ("val_acc", "val_macro_f1", "val_loss")
+AVERAGED = {"top3_mean": 3, "top5_mean": 5}  # the mean of the weights of the k most accurate validations
+
+
+class TopWeights:
+    """The weights of the ``k`` most accurate validations (of equal scores, the earlier, as BestWeights keeps)."""
+
+    def __init__(self, k: int):
+        from lightning.pytorch.callbacks import Callback
+
+        outer = self
+
+        class _Top(Callback):
+            def on_validation_end(self, trainer, pl_module):
+                if trainer.sanity_checking:
+                    return
+                score = float(trainer.callback_metrics["val_acc"])
+                if len(outer.kept) == outer.k and score <= outer.kept[-1][0]:
+                    return
+                state = {k: v.detach().to("cpu", copy=True) for k, v in pl_module.model.state_dict().items()}
+                outer.kept.append((score, trainer.global_step, state))
+                outer.kept.sort(key=lambda kept: (-kept[0], kept[1]))
+                del outer.kept[outer.k :]
+
+            @property
+            def state_key(self) -> str:  # Lightning keys callback state by type: one key per k
+                return f"TopWeights[{outer.k}]"
+
+        self.k, self.kept, self.callback = k, [], _Top()
+
+    def mean(self) -> dict:
+        """The kept weights averaged (integer buffers, if any, from the most accurate)."""
+        import torch
+
+        states = [state for _, _, state in self.kept]
+        return {
+            name: torch.stack([s[name] for s in states]).mean(0) if value.is_floating_point() else value
+            for name, value in states[0].items()
+        }
 
 
 class LastWeights:
@@ -190,7 +229,8 @@ def trial(args, seed: int, options: dict) -> dict:
     rules = {rule: RuleWeights(rule, rule) for rule in RULES}
     rules["newest_tied"] = RuleWeights("newest_tied", "val_acc", n_valid=len(data.splits["valid"]))
     last = LastWeights()
-    _fit_with(clf, data, [*rules.values(), last.callback])
+    tops = {rule: TopWeights(k) for rule, k in AVERAGED.items()}
+    _fit_with(clf, data, [*rules.values(), last.callback, *(top.callback for top in tops.values())])
     kept = {"run": clf.results["best"]}
     tested = {}
     states = {**{r: (keeper.best_state, keeper.best_metrics) for r, keeper in rules.items()}, "last": (last.state, {})}
@@ -204,6 +244,18 @@ def trial(args, seed: int, options: dict) -> dict:
             "validation": {k: metrics.get(k) for k in ("val_acc", "val_macro_f1", "val_loss")} if metrics else None,
         }
         print(f"seed {seed} {rule}: test accuracy {report['accuracy']:.4f} (step {tested[rule]['step']})", flush=True)
+    for rule, top in tops.items():  # the averaged weights, and how they score on validation themselves
+        clf.model.load_state_dict(top.mean())
+        report = evaluate_encoded(clf, data.splits["test"])
+        valid = evaluate_encoded(clf, data.splits["valid"])
+        tested[rule] = {
+            "test_accuracy": report["accuracy"],
+            "test_macro_f1": report["macro_f1"],
+            "steps": [step for _, step, _ in top.kept],
+            "validation_scores": [score for score, _, _ in top.kept],
+            "validation": {"val_acc": valid["accuracy"], "val_macro_f1": valid["macro_f1"]},
+        }
+        print(f"seed {seed} {rule}: test accuracy {report['accuracy']:.4f} (steps {tested[rule]['steps']})", flush=True)
     return {"seed": seed, "run_monitor": clf.train_config.monitor, "kept_by_run": kept, "rules": tested}
 
 
@@ -227,7 +279,7 @@ def main() -> None:
     for seed in args.seeds.split(","):  # the results so far are written after each seed: a stopped study keeps them
         trials.append((curve_trial if args.curve else trial)(args, int(seed), options))
         summary = {}
-        for rule in CURVE_RULES if args.curve else (*RULES, "newest_tied", "last"):
+        for rule in CURVE_RULES if args.curve else (*RULES, "newest_tied", "last", *AVERAGED):
             acc = np.array([t["rules"][rule]["test_accuracy"] for t in trials]) * 100
             summary[rule] = {"mean_accuracy": round(float(acc.mean()), 2), "per_seed": np.round(acc, 2).tolist()}
         payload = {"data": args.data, "test": args.test, "test_fraction": args.test_fraction, "model": args.model}
