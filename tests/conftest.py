@@ -70,6 +70,27 @@ def without_the_fast_tar_reader(monkeypatch) -> None:
 
 
 @contextmanager
+def killed_in_epoch(monkeypatch, epoch: int):
+    """In the block a fit crashes (RuntimeError "killed") as its epoch ``epoch`` starts, after the checkpoint of
+    the epoch before; the block must raise it."""
+    from docattn.training import engine
+
+    real = engine.MetricsLog.on_train_epoch_start
+
+    def crash(self, trainer, pl_module):
+        if trainer.current_epoch == epoch:
+            raise RuntimeError("killed")
+        real(self, trainer, pl_module)
+
+    monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", crash)
+    try:
+        with pytest.raises(RuntimeError, match="killed"):
+            yield
+    finally:
+        monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", real)
+
+
+@contextmanager
 def fifo_writer(*fifos, every: float = 0.1):
     """While the block runs, a thread keeps opening each FIFO for writing: a reader that (wrongly) opens one
     then gets its end of file instead of waiting for ever, so a regression fails rather than hangs."""

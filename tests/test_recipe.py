@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import killed_in_epoch
 
 from docattn.classifier import DocumentClassifier
 from docattn.data import synthetic
@@ -213,8 +214,6 @@ def test_a_run_that_peaked_early_is_not_lengthened(monkeypatch):
 
 def test_a_lengthened_run_resumes_its_longer_plan(monkeypatch, tmp_path):
     """Killed in an epoch the plan was lengthened by, it continues to the lengthened end on the same curve."""
-    from docattn.training import engine
-
     _improving_at_every_validation(monkeypatch, always=True)
     sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
     data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
@@ -223,18 +222,9 @@ def test_a_lengthened_run_resumes_its_longer_plan(monkeypatch, tmp_path):
         embeddings="random", min_steps=4 * steps_per_epoch, extend_plan=True, batch_size=32, guardrail=False, **TINY
     )
     whole = DocumentClassifier("han", epoch_limit=6, **options).fit_prepared(data, run_dir=tmp_path / "whole")
-    real = engine.MetricsLog.on_train_epoch_start
-
-    def crash_in_epoch_5(self, trainer, pl_module):
-        if trainer.current_epoch == 5:
-            raise RuntimeError("killed")
-        real(self, trainer, pl_module)
-
-    monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", crash_in_epoch_5)
     run = tmp_path / "run"
-    with pytest.raises(RuntimeError, match="killed"):
+    with killed_in_epoch(monkeypatch, 5):
         DocumentClassifier("han", epoch_limit=6, **options).fit_prepared(data, run_dir=run)
-    monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", real)
     resumed = DocumentClassifier("han", epoch_limit=6, **options).fit_prepared(data, run_dir=run, resume=True)
     assert resumed.results["extended_to_epochs"] == whole.results["extended_to_epochs"] == 6
     steps = [row["step"] for row in resumed.results["history"]]

@@ -6,6 +6,7 @@ import csv
 
 import numpy as np
 import pytest
+from conftest import killed_in_epoch
 
 from docattn.classifier import DocumentClassifier
 from docattn.data import synthetic
@@ -110,23 +111,12 @@ def test_macro_f1_averages_true_and_predicted_classes_as_scikit_learn():
 
 def test_resume_after_a_crash_mid_training(data, tmp_path, monkeypatch):
     """A run killed in its third epoch resumes from the checkpoint of its second, logging each epoch once."""
-    from docattn.training import engine
-
     run = tmp_path / "run"
-    real = engine.MetricsLog.on_train_epoch_start
-
-    def crash_in_epoch_2(self, trainer, pl_module):
-        if trainer.current_epoch == 2:
-            raise RuntimeError("killed")
-        real(self, trainer, pl_module)
-
-    monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", crash_in_epoch_2)
-    with pytest.raises(RuntimeError, match="killed"):
+    with killed_in_epoch(monkeypatch, 2):
         DocumentClassifier("han", max_epochs=4, embeddings="random", val_per_epoch=2, **TINY).fit_prepared(
             data, run_dir=run
         )
     assert (run / "checkpoints" / "last.ckpt").exists() and (run / "model.safetensors").exists()
-    monkeypatch.setattr(engine.MetricsLog, "on_train_epoch_start", real)
     clf = DocumentClassifier("han", max_epochs=4, embeddings="random", val_per_epoch=2, **TINY).fit_prepared(
         data, run_dir=run, resume=True
     )
