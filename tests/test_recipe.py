@@ -23,6 +23,13 @@ from docattn.training.recipe import class_weights, data_sized_settings, planned_
 TINY = dict(embedding_dim=16, hidden_size=8, context_dim=8, progress=False, min_count=2)
 
 
+@pytest.fixture(scope="module")
+def data200():
+    """200 synthetic documents, prepared once: the training runs of this file only read them."""
+    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
+    return prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+
+
 # ---------------------------------------------------------------------------------------- the recipe
 def test_epochs_follow_the_data_between_the_models_own_and_the_limit():
     cfg = TrainConfig(min_steps=1000, min_epochs=3, epoch_limit=50, batch_size=64)
@@ -132,19 +139,17 @@ def test_a_small_training_split_trains_han_on_both_vectors_and_its_run_says_so(d
     assert clf._requested.embeddings == "word2vec"  # a refit on other data sizes its vectors again
 
 
-def test_a_large_training_split_builds_the_wider_model_and_its_run_says_so(tmp_path, monkeypatch):
+def test_a_large_training_split_builds_the_wider_model_and_its_run_says_so(data200, tmp_path, monkeypatch):
     import docattn.models
 
     monkeypatch.setattr(docattn.models, "LARGE_DATA", 100)  # 200 synthetic documents count as large
-    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
-    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
     tiny = {k: v for k, v in TINY.items() if k != "hidden_size"}
     clf = DocumentClassifier("han", embeddings="random", max_steps=2, guardrail=False, **tiny)
-    clf.fit_prepared(data, run_dir=tmp_path / "run")
+    clf.fit_prepared(data200, run_dir=tmp_path / "run")
     assert clf.model.hparams()["hidden_size"] == 100
     assert clf.results["recipe"]["hparams"] == {"hidden_size": 100}
     assert DocumentClassifier.load(tmp_path / "run").model.hparams()["hidden_size"] == 100
-    given = DocumentClassifier("han", embeddings="random", max_steps=2, guardrail=False, **TINY).fit_prepared(data)
+    given = DocumentClassifier("han", embeddings="random", max_steps=2, guardrail=False, **TINY).fit_prepared(data200)
     assert given.model.hparams()["hidden_size"] == 8 and "hparams" not in given.results["recipe"]
 
 
@@ -168,16 +173,16 @@ def _improving_at_every_validation(monkeypatch, always: bool) -> None:
     monkeypatch.setattr(callbacks.BestWeights, "keeps", lambda self, score: always or self.best_score is None)
 
 
-def test_a_run_still_improving_at_its_planned_end_trains_longer_with_the_cosine_stretched(monkeypatch, tmp_path):
+def test_a_run_still_improving_at_its_planned_end_trains_longer_with_the_cosine_stretched(
+    data200, monkeypatch, tmp_path
+):
     from docattn.card import model_card
 
     _improving_at_every_validation(monkeypatch, always=True)
-    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
-    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
-    steps_per_epoch = math.ceil(len(data.splits["train"]) / 32)
+    steps_per_epoch = math.ceil(len(data200.splits["train"]) / 32)
     options = dict(embeddings="random", min_steps=4 * steps_per_epoch, batch_size=32, guardrail=False, **TINY)
     clf = DocumentClassifier("han", epoch_limit=7, extend_plan=True, **options).fit_prepared(
-        data, run_dir=tmp_path / "run"
+        data200, run_dir=tmp_path / "run"
     )
     assert clf.train_config.max_epochs == 4  # planned 4; then 4 + 2, then 7
     assert clf.results["extended_to_epochs"] == 7
@@ -188,17 +193,15 @@ def test_a_run_still_improving_at_its_planned_end_trains_longer_with_the_cosine_
     planned_end = max(i for i, row in enumerate(history) if row["step"] <= 4 * steps_per_epoch)
     assert rates[planned_end + 1] > rates[planned_end]  # stretched: the rate rose again after the planned end
     assert rates[-1] < 0.05 * clf.train_config.lr  # and fell to near 0 at the lengthened end
-    kept = DocumentClassifier("han", epoch_limit=7, **options).fit_prepared(data)  # the default keeps the plan
+    kept = DocumentClassifier("han", epoch_limit=7, **options).fit_prepared(data200)  # the default keeps the plan
     assert kept.results["extended_to_epochs"] is None and kept.results["history"][-1]["step"] == 4 * steps_per_epoch
     with pytest.raises(ConfigError, match="extend_plan lengthens the auto recipe"):
         TrainConfig(recipe="paper", extend_plan=True)
 
 
-def test_a_run_that_peaked_early_is_not_lengthened(monkeypatch):
+def test_a_run_that_peaked_early_is_not_lengthened(data200, monkeypatch):
     _improving_at_every_validation(monkeypatch, always=False)
-    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
-    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
-    steps_per_epoch = math.ceil(len(data.splits["train"]) / 32)
+    steps_per_epoch = math.ceil(len(data200.splits["train"]) / 32)
     clf = DocumentClassifier(
         "han",
         embeddings="random",
@@ -208,24 +211,22 @@ def test_a_run_that_peaked_early_is_not_lengthened(monkeypatch):
         batch_size=32,
         guardrail=False,
         **TINY,
-    ).fit_prepared(data)
+    ).fit_prepared(data200)
     assert clf.results["extended_to_epochs"] is None and clf.results["history"][-1]["step"] == 4 * steps_per_epoch
 
 
-def test_a_lengthened_run_resumes_its_longer_plan(monkeypatch, tmp_path):
+def test_a_lengthened_run_resumes_its_longer_plan(data200, monkeypatch, tmp_path):
     """Killed in an epoch the plan was lengthened by, it continues to the lengthened end on the same curve."""
     _improving_at_every_validation(monkeypatch, always=True)
-    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
-    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
-    steps_per_epoch = math.ceil(len(data.splits["train"]) / 32)
+    steps_per_epoch = math.ceil(len(data200.splits["train"]) / 32)
     options = dict(
         embeddings="random", min_steps=4 * steps_per_epoch, extend_plan=True, batch_size=32, guardrail=False, **TINY
     )
-    whole = DocumentClassifier("han", epoch_limit=6, **options).fit_prepared(data, run_dir=tmp_path / "whole")
+    whole = DocumentClassifier("han", epoch_limit=6, **options).fit_prepared(data200, run_dir=tmp_path / "whole")
     run = tmp_path / "run"
     with killed_in_epoch(monkeypatch, 5):
-        DocumentClassifier("han", epoch_limit=6, **options).fit_prepared(data, run_dir=run)
-    resumed = DocumentClassifier("han", epoch_limit=6, **options).fit_prepared(data, run_dir=run, resume=True)
+        DocumentClassifier("han", epoch_limit=6, **options).fit_prepared(data200, run_dir=run)
+    resumed = DocumentClassifier("han", epoch_limit=6, **options).fit_prepared(data200, run_dir=run, resume=True)
     assert resumed.results["extended_to_epochs"] == whole.results["extended_to_epochs"] == 6
     steps = [row["step"] for row in resumed.results["history"]]
     assert steps == [row["step"] for row in whole.results["history"]] and steps[-1] == 6 * steps_per_epoch
@@ -233,13 +234,11 @@ def test_a_lengthened_run_resumes_its_longer_plan(monkeypatch, tmp_path):
     assert rates == pytest.approx([row["lr"] for row in whole.results["history"]], abs=1e-6)  # CSV: 6 decimals
 
 
-def test_a_small_data_set_trains_to_its_planned_steps_with_the_rate_ending_near_zero(tmp_path):
-    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
-    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+def test_a_small_data_set_trains_to_its_planned_steps_with_the_rate_ending_near_zero(data200, tmp_path):
     clf = DocumentClassifier(
         "han", embeddings="random", patience=0, min_steps=40, batch_size=32, guardrail=False, **TINY
-    ).fit_prepared(data)
-    steps_per_epoch = math.ceil(len(data.splits["train"]) / 32)
+    ).fit_prepared(data200)
+    steps_per_epoch = math.ceil(len(data200.splits["train"]) / 32)
     assert clf.train_config.max_epochs == math.ceil(40 / steps_per_epoch)
     history = clf.results["history"]
     assert history[-1]["step"] == clf.train_config.max_epochs * steps_per_epoch
@@ -247,20 +246,16 @@ def test_a_small_data_set_trains_to_its_planned_steps_with_the_rate_ending_near_
     assert clf.results["recipe"]["max_epochs"] == clf.train_config.max_epochs
 
 
-def test_max_steps_ends_the_run_mid_epoch_with_its_last_weights_validated():
-    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
-    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+def test_max_steps_ends_the_run_mid_epoch_with_its_last_weights_validated(data200):
     clf = DocumentClassifier(
         "han", embeddings="random", max_steps=5, val_every_n_steps=2, batch_size=16, guardrail=False, **TINY
-    ).fit_prepared(data)
+    ).fit_prepared(data200)
     assert [row["step"] for row in clf.results["history"]] == [2, 4, 5]  # 12 steps an epoch: stopped in the first
     with pytest.raises(ConfigError, match="max_steps"):
         TrainConfig(max_steps=0)
 
 
-def test_early_stopping_waits_for_the_minimum_steps():
-    sp = synthetic.make_splits(n_train=200, n_test=20, seed=2)
-    data = prepare(sp["train"], None, sp["test"], DataSettings(min_count=2))
+def test_early_stopping_waits_for_the_minimum_steps(data200):
     # patience 1 on a validation score that stops moving at once: only the minimum bounds the run
     clf = DocumentClassifier(
         "han",
@@ -272,9 +267,11 @@ def test_early_stopping_waits_for_the_minimum_steps():
         lr=1e-6,
         guardrail=False,
         **TINY,
-    ).fit_prepared(data)
+    ).fit_prepared(data200)
     assert clf.results["history"][-1]["step"] >= 30 and clf.results["stopped_early"]
-    assert clf.results["history"][-1]["step"] < clf.train_config.max_epochs * math.ceil(len(data.splits["train"]) / 32)
+    assert clf.results["history"][-1]["step"] < clf.train_config.max_epochs * math.ceil(
+        len(data200.splits["train"]) / 32
+    )
 
 
 def test_old_runs_without_a_recipe_keep_training_as_they_did():
