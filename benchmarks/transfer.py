@@ -259,9 +259,10 @@ def main() -> None:
         "table": text,
     }
     (RESULTS / "transfer").mkdir(parents=True, exist_ok=True)
-    previous = RESULTS / "transfer" / "suite.json"
-    history = json.loads(previous.read_text()) if previous.exists() else []
-    previous.write_text(json.dumps(history + [record], indent=1, default=str))
+    if runs:  # a rebuilt table ran nothing: the runs' own records stay the suite's history
+        previous = RESULTS / "transfer" / "suite.json"
+        history = json.loads(previous.read_text()) if previous.exists() else []
+        previous.write_text(json.dumps(history + [record], indent=1, default=str))
     (RESULTS / "transfer" / "table.md").write_text(text + "\n", encoding="utf-8")
     write_readme(text)
     print(text)
