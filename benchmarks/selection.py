@@ -3,14 +3,15 @@
     python benchmarks/selection.py --data PATH [--test PATH | --test-fraction F] [--model han] [--seeds 0,1,2]
                                    [--set key=value ...] [--curve N] --name NAME
 
-Each seed trains once at the defaults (with the options of ``--set``). Beside the run's own kept weights,
-the fit keeps the weights a rule would have kept: the best validation accuracy, macro-F1 and loss, the newest
+Each seed trains once at the defaults (with the options of ``--set``). Beside the run's own kept weights
+(``run``: the mean of its best validations' weights where that validated as well, ``average_best``), the
+fit keeps the weights a rule would have kept: the best validation accuracy, macro-F1 and loss, the newest
 weights within a standard error of the best accuracy, the last weights, and the mean of the weights of the 3
-and of the 5 most accurate validations (``top3_mean``, ``top5_mean``); each set of weights is then tested on
-the same test documents. Comparing rules across separate runs mixes them with run-to-run noise
-(word2vec's threads, the loader), which on a small data set is as large as the difference sought; here
-the rules differ only in which step's weights they keep. Early stopping follows the run's own monitor
-(``--set monitor=...``), so each rule sees the same training.
+and of the 5 most accurate validations (``top3_mean``, ``top5_mean``, whatever they validate); each set of
+weights is then tested on the same test documents. Comparing rules across separate runs mixes them with
+run-to-run noise (word2vec's threads, the loader), which on a small data set is as large as the difference
+sought; here the rules differ only in which step's weights they keep. Early stopping follows the run's own
+monitor (``--set monitor=...``), so each rule sees the same training.
 
 ``--curve N`` keeps the weights of every validation instead, tests each on the same N test documents drawn
 at random (the curve, saved with the validation scores, so a rule thought of later can be scored from the
@@ -33,43 +34,6 @@ from common import write_result  # noqa: E402
 
 RULES = ("val_acc", "val_macro_f1", "val_loss")
 AVERAGED = {"top3_mean": 3, "top5_mean": 5}  # the mean of the weights of the k most accurate validations
-
-
-class TopWeights:
-    """The weights of the ``k`` most accurate validations (of equal scores, the earlier, as BestWeights keeps)."""
-
-    def __init__(self, k: int):
-        from lightning.pytorch.callbacks import Callback
-
-        outer = self
-
-        class _Top(Callback):
-            def on_validation_end(self, trainer, pl_module):
-                if trainer.sanity_checking:
-                    return
-                score = float(trainer.callback_metrics["val_acc"])
-                if len(outer.kept) == outer.k and score <= outer.kept[-1][0]:
-                    return
-                state = {k: v.detach().to("cpu", copy=True) for k, v in pl_module.model.state_dict().items()}
-                outer.kept.append((score, trainer.global_step, state))
-                outer.kept.sort(key=lambda kept: (-kept[0], kept[1]))
-                del outer.kept[outer.k :]
-
-            @property
-            def state_key(self) -> str:  # Lightning keys callback state by type: one key per k
-                return f"TopWeights[{outer.k}]"
-
-        self.k, self.kept, self.callback = k, [], _Top()
-
-    def mean(self) -> dict:
-        """The kept weights averaged (integer buffers, if any, from the most accurate)."""
-        import torch
-
-        states = [state for _, _, state in self.kept]
-        return {
-            name: torch.stack([s[name] for s in states]).mean(0) if value.is_floating_point() else value
-            for name, value in states[0].items()
-        }
 
 
 class LastWeights:
@@ -212,15 +176,15 @@ def trial(args, seed: int, options: dict) -> dict:
         """``n_valid`` > 0: the newest weights whose accuracy is within one standard error of the best so far,
         sqrt(p (1 - p) / n_valid), not the best's own."""
 
-        def __init__(self, name: str, monitor: str, n_valid: int = 0):
-            super().__init__(monitor)
-            self.name, self.n_valid, self.top = name, n_valid, None
+        def __init__(self, name: str, monitor: str, n_valid: int = 0, keep: int = 1):
+            super().__init__(monitor, keep=keep)
+            self.name, self.n_valid, self.highest = name, n_valid, None
 
         def keeps(self, score: float) -> bool:
             if not self.n_valid:
                 return super().keeps(score)
-            self.top = score if self.top is None else max(self.top, score)
-            return score >= self.top - _standard_error(self.top, self.n_valid)
+            self.highest = score if self.highest is None else max(self.highest, score)
+            return score >= self.highest - _standard_error(self.highest, self.n_valid)
 
         @property
         def state_key(self) -> str:  # Lightning keys callback state by type: one key per rule
@@ -229,10 +193,12 @@ def trial(args, seed: int, options: dict) -> dict:
     rules = {rule: RuleWeights(rule, rule) for rule in RULES}
     rules["newest_tied"] = RuleWeights("newest_tied", "val_acc", n_valid=len(data.splits["valid"]))
     last = LastWeights()
-    tops = {rule: TopWeights(k) for rule, k in AVERAGED.items()}
-    _fit_with(clf, data, [*rules.values(), last.callback, *(top.callback for top in tops.values())])
-    kept = {"run": clf.results["best"]}
-    tested = {}
+    # the run's own average_best, at each k: the weights of the k most accurate validations
+    tops = {rule: RuleWeights(rule, "val_acc", keep=k) for rule, k in AVERAGED.items()}
+    _fit_with(clf, data, [*rules.values(), last.callback, *tops.values()])
+    kept = {"run": clf.results["best"], "averaged": clf.results.get("averaged")}
+    report = evaluate_encoded(clf, data.splits["test"])  # the weights the run kept itself (average_best's choice)
+    tested = {"run": {"test_accuracy": report["accuracy"], "test_macro_f1": report["macro_f1"]}}
     states = {**{r: (keeper.best_state, keeper.best_metrics) for r, keeper in rules.items()}, "last": (last.state, {})}
     for rule, (state, metrics) in states.items():
         clf.model.load_state_dict(state)
@@ -245,14 +211,14 @@ def trial(args, seed: int, options: dict) -> dict:
         }
         print(f"seed {seed} {rule}: test accuracy {report['accuracy']:.4f} (step {tested[rule]['step']})", flush=True)
     for rule, top in tops.items():  # the averaged weights, and how they score on validation themselves
-        clf.model.load_state_dict(top.mean())
+        clf.model.load_state_dict(top.mean_state())
         report = evaluate_encoded(clf, data.splits["test"])
         valid = evaluate_encoded(clf, data.splits["valid"])
         tested[rule] = {
             "test_accuracy": report["accuracy"],
             "test_macro_f1": report["macro_f1"],
-            "steps": [step for _, step, _ in top.kept],
-            "validation_scores": [score for score, _, _ in top.kept],
+            "steps": [kept["metrics"]["step"] for kept in top.top],
+            "validation_scores": [kept["score"] for kept in top.top],
             "validation": {"val_acc": valid["accuracy"], "val_macro_f1": valid["macro_f1"]},
         }
         print(f"seed {seed} {rule}: test accuracy {report['accuracy']:.4f} (steps {tested[rule]['steps']})", flush=True)
@@ -279,7 +245,7 @@ def main() -> None:
     for seed in args.seeds.split(","):  # the results so far are written after each seed: a stopped study keeps them
         trials.append((curve_trial if args.curve else trial)(args, int(seed), options))
         summary = {}
-        for rule in CURVE_RULES if args.curve else (*RULES, "newest_tied", "last", *AVERAGED):
+        for rule in CURVE_RULES if args.curve else ("run", *RULES, "newest_tied", "last", *AVERAGED):
             acc = np.array([t["rules"][rule]["test_accuracy"] for t in trials]) * 100
             summary[rule] = {"mean_accuracy": round(float(acc.mean()), 2), "per_seed": np.round(acc, 2).tolist()}
         payload = {"data": args.data, "test": args.test, "test_fraction": args.test_fraction, "model": args.model}

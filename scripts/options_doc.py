@@ -44,6 +44,7 @@ TRAINING_GROUPS = {
         "label_smoothing",
         "grad_clip",
         "ema_decay",
+        "average_best",
         "class_weight",
         "refit_output",
         "val_every_n_steps",

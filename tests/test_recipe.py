@@ -234,6 +234,132 @@ def test_a_lengthened_run_resumes_its_longer_plan(data200, monkeypatch, tmp_path
     assert rates == pytest.approx([row["lr"] for row in whole.results["history"]], abs=1e-6)  # CSV: 6 decimals
 
 
+def test_the_recipe_averages_the_five_best_weights_under_auto_only():
+    labels = np.arange(2_000) % 2
+    assert resolve(TrainConfig(), 2_000, 10**6, labels, ["a", "b"])[0].average_best == 5
+    assert resolve(TrainConfig(recipe="paper"), 2_000, 10**6, labels, ["a", "b"])[0].average_best == 1
+    assert resolve(TrainConfig(ema_decay=0.99), 2_000, 10**6, labels, ["a", "b"])[0].average_best == 1  # averages
+    assert resolve(TrainConfig(average_best=2), 2_000, 10**6, labels, ["a", "b"])[0].average_best == 2
+    with pytest.raises(ConfigError, match="average_best must be at least 1"):
+        TrainConfig(average_best=0)
+    with pytest.raises(ConfigError, match="both average the weights"):
+        TrainConfig(ema_decay=0.99, average_best=3)
+
+
+def _validated(best, scores: list[float]) -> None:
+    """``best`` sees validations scoring ``scores`` in turn, the weights of each a tensor holding its index."""
+    from types import SimpleNamespace
+
+    import torch
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    for i, score in enumerate(scores):
+        metrics = {"val_acc": score, "val_macro_f1": score, "val_micro_f1": score, "val_loss": 1.0}
+        trainer = SimpleNamespace(
+            state=SimpleNamespace(fn=TrainerFn.FITTING),
+            sanity_checking=False,
+            callback_metrics={k: torch.tensor(v) for k, v in metrics.items()},
+            current_epoch=i,
+            global_step=10 * (i + 1),
+            is_global_zero=True,
+        )
+        model = torch.nn.Linear(1, 1)
+        with torch.no_grad():
+            model.weight.fill_(i)
+        best.on_validation_end(trainer, SimpleNamespace(model=model))
+
+
+def test_the_best_weights_keep_the_k_best_validations_the_earlier_of_equal_ones():
+    from docattn.training.callbacks import BestWeights
+
+    best = BestWeights("val_acc", keep=3)
+    _validated(best, [0.5, 0.7, 0.6, 0.7, 0.4, 0.65])
+    assert [kept["metrics"]["step"] for kept in best.top] == [20, 40, 60]  # 0.7, 0.7 (the later), 0.65
+    assert best.best_metrics["step"] == 20 and best.best_state is best.top[0]["state"]  # one copy of the best
+    assert best.mean_state()["weight"].item() == pytest.approx((1 + 3 + 5) / 3)
+    restored = BestWeights("val_acc", keep=3)
+    restored.load_state_dict(best.state_dict())  # a resume checkpoint carries the weights averaged
+    assert restored.mean_state()["weight"].item() == pytest.approx(3.0) and restored.best_state["weight"].item() == 1
+    alone = BestWeights("val_acc")
+    _validated(alone, [0.5, 0.7, 0.6])
+    assert alone.top == [] and alone.state_dict()["top"] == []  # average_best 1: no extra weights kept
+
+
+def _fit_averaging(data200, monkeypatch, mean, run_dir=None, **options):
+    """A run of average_best=3 whose mean of weights is ``mean(best)``; (the classifier, the best alone's
+    weights, the weights handed to validation as the mean)."""
+    from docattn.training import callbacks
+
+    seen = {}
+
+    def stand_in(self):
+        seen["best"], seen["mean"] = self.best_state, mean(self)
+        return seen["mean"]
+
+    monkeypatch.setattr(callbacks.BestWeights, "mean_state", stand_in)
+    clf = DocumentClassifier(
+        "han", embeddings="random", min_steps=40, average_best=3, batch_size=32, guardrail=False, **TINY, **options
+    ).fit_prepared(data200, run_dir=run_dir)
+    return clf, seen["best"], seen["mean"]
+
+
+def _same_weights(model, state) -> bool:
+    return all(np.allclose(value.numpy(), state[name].numpy()) for name, value in model.state_dict().items())
+
+
+def test_the_mean_of_the_best_weights_is_kept_where_it_validates_as_well_as_the_best_alone(
+    data200, monkeypatch, tmp_path
+):
+    from docattn.card import model_card
+    from docattn.training import callbacks
+
+    real = callbacks.BestWeights.mean_state
+    clf, best, mean = _fit_averaging(data200, monkeypatch, real)
+    averaged = clf.results["averaged"]
+    assert len(averaged["validation"]["averaged_steps"]) == 3
+    if averaged["kept"]:  # which way it goes depends on the data: either, the model holds what was decided
+        assert _same_weights(clf.model, mean) and clf.results["best"] == averaged["validation"]
+    else:
+        assert _same_weights(clf.model, best) and not clf.results["best"]["averaged_steps"]
+    # the best alone scores the same as itself: a tie keeps the mean, and the run says so
+    clf, best, _ = _fit_averaging(data200, monkeypatch, lambda self: dict(self.best_state), tmp_path / "run")
+    assert clf.results["averaged"]["kept"] and _same_weights(clf.model, best)
+    assert clf.results["best"]["val_acc"] == pytest.approx(clf.results["averaged"]["best_alone"])
+    steps = clf.results["best"]["averaged_steps"]
+    card = model_card(tmp_path / "run")
+    assert len(steps) == 3 and f"Weights: the mean of the weights of 3 validations (steps {steps[0]}, " in card
+
+
+def test_a_mean_that_validates_worse_is_refused_and_the_best_weights_kept(data200, monkeypatch):
+    import torch
+
+    def confidently_wrong(self):  # every document given to one class, its logit 50 above the others
+        state = {k: torch.zeros_like(v) if v.is_floating_point() else v for k, v in self.best_state.items()}
+        state["classifier.bias"][0] = 50.0
+        return state
+
+    clf, best, _ = _fit_averaging(data200, monkeypatch, confidently_wrong, monitor="val_loss")
+    averaged = clf.results["averaged"]
+    assert not averaged["kept"] and averaged["validation"]["val_loss"] > 10 * averaged["best_alone"]
+    assert _same_weights(clf.model, best) and not clf.results["best"]["averaged_steps"]
+    assert clf.results["best"]["val_loss"] == pytest.approx(averaged["best_alone"])
+
+
+def test_a_resumed_run_averages_the_same_weights_as_a_straight_one(data200, monkeypatch, tmp_path):
+    options = dict(
+        embeddings="random", min_steps=40, patience=0, average_best=3, batch_size=32, guardrail=False, **TINY
+    )
+    whole = DocumentClassifier("han", **options).fit_prepared(data200, run_dir=tmp_path / "whole")
+    run = tmp_path / "run"
+    with killed_in_epoch(monkeypatch, 4):
+        DocumentClassifier("han", **options).fit_prepared(data200, run_dir=run)
+    resumed = DocumentClassifier("han", **options).fit_prepared(data200, run_dir=run, resume=True)
+    kept, again = whole.results["averaged"], resumed.results["averaged"]
+    assert again["validation"]["averaged_steps"] == kept["validation"]["averaged_steps"]
+    assert again["kept"] == kept["kept"] and again["best_alone"] == pytest.approx(kept["best_alone"])
+    assert _same_weights(resumed.model, whole.model.state_dict())
+
+
 def test_a_small_data_set_trains_to_its_planned_steps_with_the_rate_ending_near_zero(data200, tmp_path):
     clf = DocumentClassifier(
         "han", embeddings="random", patience=0, min_steps=40, batch_size=32, guardrail=False, **TINY

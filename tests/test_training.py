@@ -208,10 +208,9 @@ def test_progress_lines_without_a_terminal(data, capsys):
     """Where no live bar can be seen (a log file), each validation still reports itself as a line."""
     opts = {**TINY, "progress": True}
     DocumentClassifier("han", max_epochs=2, embeddings="random", val_per_epoch=1, **opts).fit_prepared(data)
-    lines = [
-        line for line in capsys.readouterr().err.splitlines() if "val_acc" in line
-    ]  # pytest's stderr is no terminal
-    assert len(lines) == 2 and lines[0].strip().startswith("epoch 1 ") and "docs/s" in lines[0]
+    lines = [line.strip() for line in capsys.readouterr().err.splitlines() if "val_acc" in line]  # no terminal
+    assert len(lines) == 3 and lines[0].startswith("epoch 1 ") and "docs/s" in lines[0]
+    assert lines[2].startswith("the mean of the 2 best validations' weights: val_acc")  # average_best, last
     opts["progress"] = False
     DocumentClassifier("han", max_epochs=1, embeddings="random", **opts).fit_prepared(data)
     assert "val_acc" not in capsys.readouterr().err  # progress off: silent

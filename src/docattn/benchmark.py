@@ -127,6 +127,7 @@ def run_one(
         "valid_accuracy": res.get("best", {}).get("val_acc", res.get("valid", {}).get("accuracy")),
         "best_epoch": res.get("best", {}).get("epoch"),
         "extended_to_epochs": res.get("extended_to_epochs"),  # extend_plan lengthened the plan to this many
+        "averaged_steps": res.get("best", {}).get("averaged_steps"),  # the kept weights: a mean (average_best)
         "train_seconds": train_s,
         # neural models: training time per document per epoch; one-shot baselines: fit time per document
         "train_ms_per_document": (

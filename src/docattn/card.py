@@ -20,6 +20,14 @@ CARD_FILE = "README.md"
 FAITHFULNESS_FILE = "faithfulness.json"
 
 
+def averaged_weights(best: dict) -> str | None:
+    """Where the kept weights are a mean of several validations' (average_best), which: None for one."""
+    steps = best.get("averaged_steps")
+    if not steps:
+        return None
+    return f"the mean of the weights of {len(steps)} validations (steps {', '.join(str(s) for s in steps)})"
+
+
 def _score(split: dict | None) -> str:
     if not isinstance(split, dict) or split.get("accuracy") is None:
         return "not recorded"
@@ -187,11 +195,13 @@ def _training_lines(config: dict, results: dict) -> list[str]:
     else:
         lines.append("- Training time: not recorded")
     best = results.get("best") or {}
-    if best:
+    monitored = (config.get("training") or {}).get("monitor", "val_acc")
+    if best.get("averaged_steps"):
+        lines.append(f"- Weights: {averaged_weights(best)}, the best by {monitored}")
+    elif best:
         lines.append(
             f"- Best weights from epoch {best['epoch'] + 1 if isinstance(best.get('epoch'), int) else '?'}, "
-            f"step {best.get('step')} "
-            f"(monitored {(config.get('training') or {}).get('monitor', 'val_acc')})"
+            f"step {best.get('step')} (monitored {monitored})"
         )
     for flag, text in (
         ("stopped_early", "stopped early: validation stopped improving"),

@@ -106,9 +106,12 @@ def print_training(console, clf, data) -> None:
     best = results.get("best", {})
     if best:
         speed = results.get("train_docs_per_s", 0)
+        from docattn.card import averaged_weights
+
         console.print(
             f"best validation: accuracy {best.get('val_acc', float('nan')):.4f}, "
-            f"epoch {human_epoch(best.get('epoch'))}; "
+            + (averaged_weights(best) or f"epoch {human_epoch(best.get('epoch'))}")
+            + "; "
             + (
                 f"training {speed:.0f} documents/s"
                 if speed

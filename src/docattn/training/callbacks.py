@@ -29,14 +29,18 @@ class BestValidation:
     epoch: int
     step: int
     val_micro_f1: float = float("nan")  # what multi-label runs choose by; checkpoints before it lack it
+    # the steps of the validations whose weights were averaged into the kept ones (average_best), the newest
+    # being ``step``; empty: one validation's weights
+    averaged_steps: tuple[int, ...] = ()
 
     @classmethod
     def from_metrics(cls, metrics: dict) -> BestValidation | None:
         """From ``BestWeights.best_metrics`` (a dict, as resume checkpoints keep it); None before any validation."""
         if not metrics:
             return None
-        fields = cls.__dataclass_fields__
-        return cls(**{name: metrics[name] for name in fields if name in metrics or name != "val_micro_f1"})
+        optional = ("val_micro_f1", "averaged_steps")
+        names = cls.__dataclass_fields__
+        return cls(**{name: metrics[name] for name in names if name in metrics or name not in optional})
 
 
 @dataclass(frozen=True)
@@ -70,47 +74,87 @@ class EMAWeights(WeightAveraging):
         return average.module.model if average is not None else pl_module.model
 
 
+def fitting(trainer) -> bool:
+    """Whether a validation is one of the fit's own: not the sanity check, nor ``trainer.validate`` scoring
+    the averaged weights after it (``engine.fit``)."""
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    return trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking
+
+
+SCORES = ("val_acc", "val_macro_f1", "val_micro_f1", "val_loss")
+
+
 class BestWeights(Callback):
-    """Keeps the weights of the best validation so far (and calls ``on_best`` with them on rank 0).
+    """Keeps the weights of the best validation so far (and calls ``on_best`` with them on rank 0), and with
+    ``keep`` > 1 the weights of the ``keep`` best validations too, for their mean (``average_best``).
 
     ``validated_model(pl_module)`` gives the model validation scored (an average under EMA)."""
 
-    def __init__(self, monitor: str, on_best=None, validated_model=None):
-        self.monitor, self.on_best = monitor, on_best
+    def __init__(self, monitor: str, on_best=None, validated_model=None, keep: int = 1):
+        self.monitor, self.on_best, self.keep = monitor, on_best, keep
         self.validated_model = validated_model or (lambda pl_module: pl_module.model)
         self.mode = "min" if monitor == "val_loss" else "max"
         self.best_score: float | None = None
         self.best_state: dict | None = None
         self.best_metrics: dict = {}
+        # the keep best validations, best first (of equal scores, the earlier): {"score", "metrics", "state"}
+        self.top: list[dict] = []
+
+    def better(self, score: float, than: float | None) -> bool:
+        return than is None or (score < than if self.mode == "min" else score > than)
 
     def keeps(self, score: float) -> bool:
         """Whether a validation scoring ``score`` replaces the kept weights."""
-        return self.best_score is None or (score < self.best_score if self.mode == "min" else score > self.best_score)
+        return self.better(score, self.best_score)
 
     def on_validation_end(self, trainer, pl_module):
-        if trainer.sanity_checking or not math.isfinite(float(trainer.callback_metrics["val_loss"])):
+        if not fitting(trainer) or not math.isfinite(float(trainer.callback_metrics["val_loss"])):
             return  # NaN weights still give an accuracy (every argmax is class 0): never keep them
         score = float(trainer.callback_metrics[self.monitor])
-        if self.keeps(score):
-            model = self.validated_model(pl_module)
-            self.best_score = score
-            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-            keys = ("val_acc", "val_macro_f1", "val_micro_f1", "val_loss")
-            self.best_metrics = {k: float(trainer.callback_metrics[k]) for k in keys}
-            self.best_metrics.update(epoch=trainer.current_epoch, step=trainer.global_step)
+        best = self.keeps(score)
+        ranked = self.keep > 1 and (len(self.top) < self.keep or self.better(score, self.top[-1]["score"]))
+        if not (best or ranked):
+            return
+        model = self.validated_model(pl_module)
+        state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        metrics = {k: float(trainer.callback_metrics[k]) for k in SCORES}
+        metrics.update(epoch=trainer.current_epoch, step=trainer.global_step)
+        if ranked:
+            self.top.append({"score": score, "metrics": metrics, "state": state})
+            sign = 1 if self.mode == "min" else -1
+            self.top.sort(key=lambda kept: (sign * kept["score"], kept["metrics"]["step"]))
+            del self.top[self.keep :]
+        if best:
+            self.best_score, self.best_state, self.best_metrics = score, state, metrics
             if self.on_best is not None and trainer.is_global_zero:
                 self.on_best(model, self.best_metrics)
+
+    def mean_state(self) -> dict:
+        """The mean of the ``top`` weights; integer buffers and weights that did not move (frozen vectors) are
+        the best's as they are, since a mean of equal floats can differ from them in the last bit."""
+        states = [kept["state"] for kept in self.top]
+        mean = {}
+        for name, value in states[0].items():
+            others = [s[name] for s in states[1:]]
+            moved = value.is_floating_point() and not all(torch.equal(value, other) for other in others)
+            mean[name] = torch.stack([value, *others]).mean(0) if moved else value
+        return mean
 
     @property
     def best_validation(self) -> BestValidation | None:
         return BestValidation.from_metrics(self.best_metrics)
 
     def state_dict(self):
-        return {"best_score": self.best_score, "best_metrics": self.best_metrics}
+        # the weights of the best alone are in the run's model.safetensors; those averaged only here
+        return {"best_score": self.best_score, "best_metrics": self.best_metrics, "top": self.top}
 
     def load_state_dict(self, state):
         self.best_score = state.get("best_score")
         self.best_metrics = state.get("best_metrics", {})
+        self.top = state.get("top", [])
+        if self.top:  # the best is the top's first: the same order, the same ties
+            self.best_state = self.top[0]["state"]
 
 
 class EarlyStoppingAfter(EarlyStopping):
@@ -365,7 +409,7 @@ class MetricsLog(Callback):
         self._tv = time.perf_counter()
 
     def on_validation_end(self, trainer, pl_module):
-        if trainer.sanity_checking:
+        if not fitting(trainer):
             return
         self._val_in_epoch += time.perf_counter() - self._tv
         m = trainer.callback_metrics

@@ -63,6 +63,11 @@ class TrainConfig:
     # validate, keep and return an exponential moving average of the weights, moved (1 - decay) of the way
     # after every step (Polyak averaging; 0.99 averages over about the last 100 steps); None: the weights
     ema_decay: float | None = None
+    # keep the mean of the weights of this many best validations where it validates at least as well as the
+    # best weights alone: weights from one stretch of training average to a flatter point, from different
+    # stretches to a worse one, which the check refuses; None: 5 under auto, 1 (the best weights) under paper.
+    # Memory and the resume checkpoint hold that many copies of the weights
+    average_best: int | None = None
     val_every_n_steps: int | None = None  # None: validate after each epoch (or val_per_epoch times)
     val_per_epoch: int = 1  # validations per epoch when val_every_n_steps is None: finer best-checkpoint choice
     # "val_acc", "val_macro_f1", "val_micro_f1" or "val_loss"; None: micro-F1 for multi-label data, macro-F1
@@ -161,6 +166,13 @@ class TrainConfig:
             raise ConfigError(f"word2vec_start starts word2vec, but embeddings is {self.embeddings!r}")
         if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
             raise ConfigError(f"ema_decay must be in (0, 1), got {self.ema_decay}")
+        if self.average_best is not None and self.average_best < 1:
+            raise ConfigError(f"average_best must be at least 1 (1: the best weights alone), got {self.average_best}")
+        if self.ema_decay and (self.average_best or 1) > 1:
+            raise ConfigError(
+                f"ema_decay and average_best={self.average_best} both average the weights: choose one "
+                "(average_best=1 keeps the best weights alone)"
+            )
         if self.warmup_steps < 0:
             raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.loader_workers < 0:

@@ -28,6 +28,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 from docattn.data.encoding import EncodedCorpus
 from docattn.errors import CheckpointError, ConfigError, Diverged, Interrupted
 from docattn.training.callbacks import (
+    SCORES,
     BestValidation,
     BestWeights,
     Divergence,
@@ -38,6 +39,7 @@ from docattn.training.callbacks import (
     MetricsLog,
     ResumePoint,
     ValidateLastStep,
+    fitting,
 )
 from docattn.training.config import TrainConfig, wants_gpu
 from docattn.training.loaders import DocumentData
@@ -139,10 +141,14 @@ class ClassifierModule(L.LightningModule):
         rec = tp / cm.sum(1).clamp_min(1)
         f1 = 2 * prec * rec / (prec + rec).clamp_min(1e-12)
         present = (cm.sum(1) + cm.sum(0)) > 0  # true or predicted, as classification_report
-        self.log("val_acc", (tp.sum() / total).float(), prog_bar=True)
-        self.log("val_macro_f1", f1[present].mean().float())
-        self.log("val_micro_f1", (tp.sum() / total).float())  # one class per document: micro-F1 is accuracy
-        self.log("val_loss", (loss_sum / total).float())
+        self._log_validation("val_acc", (tp.sum() / total).float(), prog_bar=True)
+        self._log_validation("val_macro_f1", f1[present].mean().float())
+        self._log_validation("val_micro_f1", (tp.sum() / total).float())  # one class per document: micro-F1 is accuracy
+        self._log_validation("val_loss", (loss_sum / total).float())
+
+    def _log_validation(self, name: str, value: torch.Tensor, **kwargs) -> None:
+        # the averaged weights' validation after the fit (engine._average_best) is not a point on the curves
+        self.log(name, value, **kwargs, **({} if fitting(self.trainer) else {"logger": False}))
 
     def _multi_label_validation_end(self):
         """Micro- and macro-F1 over classes, subset accuracy (every class right) and the loss per document."""
@@ -161,10 +167,10 @@ class ClassifierModule(L.LightningModule):
         present = (predicted + gold) > 0
         micro = 2 * tp.sum() / (predicted.sum() + gold.sum()).clamp_min(1)
         docs = sums[2].clamp_min(1)
-        self.log("val_acc", (sums[0] / docs).float(), prog_bar=True)
-        self.log("val_macro_f1", (f1[present].mean() if present.any() else f1.sum() * 0).float())
-        self.log("val_micro_f1", micro.float(), prog_bar=True)
-        self.log("val_loss", (sums[1] / docs).float())
+        self._log_validation("val_acc", (sums[0] / docs).float(), prog_bar=True)
+        self._log_validation("val_macro_f1", (f1[present].mean() if present.any() else f1.sum() * 0).float())
+        self._log_validation("val_micro_f1", micro.float(), prog_bar=True)
+        self._log_validation("val_loss", (sums[1] / docs).float())
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # dropout draws from torch's generator: a resumed run repeats the straight run only from its state
@@ -282,6 +288,17 @@ class FitResult:
     is_global_zero: bool  # rank 0 under DDP: the process that writes the run folder
     device: str  # where it trained, e.g. "cuda:0" (Lightning hands the model back on the CPU)
     extended_to: int | None = None  # the epochs of a plan ExtendPlan lengthened; None: trained as planned
+    averaged: Averaged | None = None  # the mean of the best validations' weights (average_best), kept or not
+
+
+@dataclass(frozen=True)
+class Averaged:
+    """The mean of the weights of a fit's best validations (``average_best``), scored on validation: ``kept``
+    where it scored at least as well as the best weights alone, which the model holds otherwise."""
+
+    validation: BestValidation  # its scores; epoch and step those of the newest validation averaged
+    best_alone: float  # the monitored score of the best weights alone
+    kept: bool
 
 
 def resolve_precision(cfg: TrainConfig) -> str:
@@ -365,8 +382,10 @@ def fit(
     _run_lightning(trainer, module, data, ckpt_path, run_dir)
     seconds = time.perf_counter() - t0
     _keep_best_weights(model, callbacks, cfg, ckpt_path, run_dir)
+    averaged = _average_best(trainer, module, data, callbacks)
     return FitResult(
-        best=callbacks.best.best_validation,
+        best=averaged.validation if averaged is not None and averaged.kept else callbacks.best.best_validation,
+        averaged=averaged,
         history=callbacks.log.rows,
         train_docs_per_s=callbacks.log.docs / max(callbacks.log.busy, 1e-9),
         train_seconds=seconds,
@@ -416,7 +435,7 @@ class _FitCallbacks:
 
 def _fit_callbacks(cfg: TrainConfig, run_dir: Path | None, on_best, bar: bool, resumed: bool) -> _FitCallbacks:
     ema = EMAWeights(cfg.ema_decay) if cfg.ema_decay else None
-    best = BestWeights(cfg.monitor, on_best, ema.validated_model if ema else None)
+    best = BestWeights(cfg.monitor, on_best, ema.validated_model if ema else None, keep=cfg.average_best or 1)
     log = MetricsLog(
         run_dir / METRICS if run_dir is not None else None, echo=cfg.progress_lines or (cfg.progress and not bar)
     )
@@ -510,3 +529,29 @@ def _keep_best_weights(
         from safetensors.torch import load_file
 
         model.load_state_dict(load_file(str(run_dir / WEIGHTS)))
+
+
+def _average_best(trainer: L.Trainer, module: ClassifierModule, data: DocumentData, callbacks: _FitCallbacks):
+    """``average_best``: load the mean of the best validations' weights and score it on validation; keep it
+    where it scores at least as well as the best weights alone, else load those back. None: fewer than two
+    validations to average."""
+    best = callbacks.best
+    if len(best.top) < 2:
+        return None
+    module.model.load_state_dict(best.mean_state())
+    trainer.validate(module, datamodule=data, verbose=False)  # fit's callbacks ignore it (callbacks.fitting)
+    scores = {k: float(trainer.callback_metrics[k]) for k in SCORES}
+    kept = math.isfinite(scores["val_loss"]) and not best.better(best.best_score, scores[best.monitor])
+    newest = max((t["metrics"] for t in best.top), key=lambda metrics: metrics["step"])
+    steps = tuple(sorted(t["metrics"]["step"] for t in best.top))
+    validation = BestValidation(**scores, epoch=newest["epoch"], step=newest["step"], averaged_steps=steps)
+    if not kept:
+        module.model.load_state_dict(best.best_state)
+    if callbacks.log.echo and trainer.is_global_zero:
+        print(
+            f"  the mean of the {len(steps)} best validations' weights: {best.monitor} {scores[best.monitor]:.4f} "
+            f"against {best.best_score:.4f} alone, {'kept' if kept else 'not kept'}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return Averaged(validation, best.best_score, kept)

@@ -23,6 +23,10 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
 - label smoothing 0.1 on single-label data: the training targets keep 10% of their probability spread
   over all classes, so a model stops pushing the training documents it already gets right (multi-label
   data keeps 0, since its per-class thresholds are tuned on the plain probabilities).
+- averaged weights: the mean of the weights of the ``AVERAGE_BEST`` (5) best validations replaces the best
+  weights where it validates at least as well (``callbacks.BestWeights``): the best single validation of a
+  small validation set is partly luck, and weights averaged along one stretch of training sit at a flatter
+  point; not under ``ema_decay``, which averages the weights already.
 - model size and regularisation: from ``LARGE_DATA`` (10,000) training documents, the family's
   ``ModelSpec.large`` settings (HAN: a GRU of 100 per direction, the paper's 50 below), since a few thousand
   documents overfit the wider model and more documents fill it; under ``SMALL_DATA`` (2,000), the family's
@@ -56,6 +60,7 @@ IMBALANCE = 3.0  # largest / smallest class above this: weight the classes (auto
 PATIENCE_EPOCHS = 3
 WORD2VEC_PASSES = (5, 50)
 LABEL_SMOOTHING = 0.1
+AVERAGE_BEST = 5
 
 
 def validations_per_epoch(cfg: TrainConfig, steps_per_epoch: int) -> int:
@@ -192,6 +197,7 @@ def resolve(
         refit = cfg.recipe == "auto" and multi_label and neural
     # the epochs given: that length is the plan, and early stopping (--patience) may end it at any step
     min_steps = cfg.min_steps if cfg.max_epochs is None else 0
+    average = cfg.average_best or (AVERAGE_BEST if cfg.recipe == "auto" and not cfg.ema_decay else 1)
     resolved = replace(
         cfg,
         max_epochs=epochs,
@@ -202,5 +208,6 @@ def resolve(
         min_steps=min_steps,
         label_smoothing=smoothing,
         refit_output=bool(refit and neural),
+        average_best=average,
     )
     return resolved, weights

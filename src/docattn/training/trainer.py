@@ -295,6 +295,8 @@ def fit_record(res: FitResult) -> dict:
         "is_global_zero": res.is_global_zero,
         "device": res.device,  # where it trained, e.g. "cuda:0"
         "extended_to_epochs": res.extended_to,  # the epochs of a plan lengthened in training (ExtendPlan)
+        # the mean of the best validations' weights (average_best): its validation and whether it was kept
+        "averaged": asdict(res.averaged) if res.averaged is not None else None,
     }
 
 
