@@ -148,7 +148,7 @@ class ClassifierModule(L.LightningModule):
 
     def _log_validation(self, name: str, value: torch.Tensor, **kwargs) -> None:
         # the averaged weights' validation after the fit (engine._average_best) is not a point on the curves
-        self.log(name, value, **kwargs, **({} if fitting(self.trainer) else {"logger": False}))
+        self.log(name, value, logger=None if fitting(self.trainer) else False, **kwargs)  # None: Lightning's own
 
     def _multi_label_validation_end(self):
         """Micro- and macro-F1 over classes, subset accuracy (every class right) and the loss per document."""
