@@ -42,11 +42,13 @@ class LastWeights:
     def __init__(self):
         from lightning.pytorch.callbacks import Callback
 
+        from docattn.training.callbacks import fitting
+
         outer = self
 
         class _Last(Callback):
             def on_validation_end(self, trainer, pl_module):
-                if not trainer.sanity_checking:
+                if fitting(trainer):  # not the averaged weights' validation after the fit
                     outer.state = {k: v.detach().to("cpu", copy=True) for k, v in pl_module.model.state_dict().items()}
                     outer.step = trainer.global_step
 
@@ -133,6 +135,7 @@ CURVE_RULES = (
 def curve_trial(args, seed: int, options: dict) -> dict:
     from lightning.pytorch.callbacks import Callback
 
+    from docattn.training.callbacks import fitting
     from docattn.training.trainer import evaluate_encoded
 
     clf, data = _prepared(args, seed, options)
@@ -140,7 +143,7 @@ def curve_trial(args, seed: int, options: dict) -> dict:
 
     class EveryValidation(Callback):
         def on_validation_end(self, trainer, pl_module):
-            if trainer.sanity_checking:
+            if not fitting(trainer):  # nor the averaged weights' validation after the fit
                 return
             metrics = {k: float(trainer.callback_metrics[k]) for k in ("val_acc", "val_macro_f1", "val_loss")}
             rows.append({"step": trainer.global_step, **metrics})
