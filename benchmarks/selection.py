@@ -36,25 +36,6 @@ RULES = ("val_acc", "val_macro_f1", "val_loss")
 AVERAGED = {"top3_mean": 3, "top5_mean": 5}  # the mean of the weights of the k most accurate validations
 
 
-class LastWeights:
-    """The weights at the last validation (what no selection keeps)."""
-
-    def __init__(self):
-        from lightning.pytorch.callbacks import Callback
-
-        from docattn.training.callbacks import fitting
-
-        outer = self
-
-        class _Last(Callback):
-            def on_validation_end(self, trainer, pl_module):
-                if fitting(trainer):  # not the averaged weights' validation after the fit
-                    outer.state = {k: v.detach().to("cpu", copy=True) for k, v in pl_module.model.state_dict().items()}
-                    outer.step = trainer.global_step
-
-        self.callback, self.state, self.step = _Last(), None, None
-
-
 def _standard_error(p: float, n: int) -> float:
     """Of an accuracy p on n documents: the margin the newest_tied rule allows under the best so far."""
     return float(np.sqrt(p * (1.0 - p) / n))
@@ -195,22 +176,29 @@ def trial(args, seed: int, options: dict) -> dict:
 
     rules = {rule: RuleWeights(rule, rule) for rule in RULES}
     rules["newest_tied"] = RuleWeights("newest_tied", "val_acc", n_valid=len(data.splits["valid"]))
-    last = LastWeights()
+
+    class LastWeights(RuleWeights):
+        """The weights at the last validation (what no selection keeps): every validation replaces them."""
+
+        def keeps(self, score: float) -> bool:
+            return True
+
+    rules["last"] = LastWeights("last", "val_acc")
     # the run's own average_best, at each k: the weights of the k most accurate validations
     tops = {rule: RuleWeights(rule, "val_acc", keep=k) for rule, k in AVERAGED.items()}
-    _fit_with(clf, data, [*rules.values(), last.callback, *tops.values()])
+    _fit_with(clf, data, [*rules.values(), *tops.values()])
     kept = {"run": clf.results["best"], "averaged": clf.results.get("averaged")}
     report = evaluate_encoded(clf, data.splits["test"])  # the weights the run kept itself (average_best's choice)
     tested = {"run": {"test_accuracy": report["accuracy"], "test_macro_f1": report["macro_f1"]}}
-    states = {**{r: (keeper.best_state, keeper.best_metrics) for r, keeper in rules.items()}, "last": (last.state, {})}
-    for rule, (state, metrics) in states.items():
-        clf.model.load_state_dict(state)
+    for rule, keeper in rules.items():
+        clf.model.load_state_dict(keeper.best_state)
+        metrics = keeper.best_metrics
         report = evaluate_encoded(clf, data.splits["test"])
         tested[rule] = {
             "test_accuracy": report["accuracy"],
             "test_macro_f1": report["macro_f1"],
-            "step": metrics.get("step", last.step),
-            "validation": {k: metrics.get(k) for k in ("val_acc", "val_macro_f1", "val_loss")} if metrics else None,
+            "step": metrics["step"],
+            "validation": {k: metrics[k] for k in ("val_acc", "val_macro_f1", "val_loss")},
         }
         print(f"seed {seed} {rule}: test accuracy {report['accuracy']:.4f} (step {tested[rule]['step']})", flush=True)
     for rule, top in tops.items():  # the averaged weights, and how they score on validation themselves
