@@ -126,16 +126,41 @@ def test_every_attention_family_hides_words_on_small_data_under_auto_unless_the_
         assert data_sized_settings(baseline, "auto", 900, {}) == {}
 
 
-def test_hans_words_start_beside_the_packaged_table_on_small_data_unless_the_user_set_them():
+def test_words_start_beside_the_packaged_table_on_small_data_unless_the_user_set_them():
+    """HAN and HCAN (every variant) gained with the table beside word2vec under 2,000 documents."""
     small = {"embeddings": "word2vec+wordllama", "word_dropout": 0.3}
-    for variant in ("han", "han-ave", "han-max"):
+    for variant in ("han", "han-ave", "han-max", "hcan", "hcan-one-max", "can-two-target"):
         assert data_sized_settings(variant, "auto", 1_999, {}) == small, variant
         assert "embeddings" not in data_sized_settings(variant, "auto", 2_000, {}), variant  # word2vec alone
     assert data_sized_settings("han", "paper", 900, {}) == {}
     assert data_sized_settings("han", "auto", 900, {"embeddings": "word2vec"}) == {"word_dropout": 0.3}
     assert data_sized_settings("han", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}  # its width
-    for other in ("hpan", "hsan", "hcan", "sanet", "cspan", "kim-cnn", "fasttext"):  # hpan, hsan lost with it
+    assert data_sized_settings("hcan", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}
+    # hpan, hsan lost with it, sanet came out mixed; CSPAN's features are as wide as its word vectors
+    for other in ("hpan", "hsan", "sanet", "sanet-big-noatt", "cspan", "cspan-big", "kim-cnn", "fasttext"):
         assert "embeddings" not in data_sized_settings(other, "auto", 900, {}), other
+
+
+def test_the_table_widens_a_cpu_configurations_own_width_not_a_width_the_user_set():
+    """On a CPU, HCAN's words are 64-d and SANet's 200-d (their measured configurations): the table's 256,
+    asked for or laid by the recipe, comes on top of those, as on top of HAN's registered 200; a width the user
+    asks for is the whole width."""
+    beside = {"embeddings": "word2vec+wordllama", "accelerator": "cpu"}
+    assert DocumentClassifier("hcan", **beside)._sized_hparams({})["embedding_dim"] == 64 + 256
+    assert DocumentClassifier("sanet", **beside)._sized_hparams({})["embedding_dim"] == 200 + 256
+    assert DocumentClassifier("han", **beside)._sized_hparams({})["embedding_dim"] == 200 + 256
+    assert DocumentClassifier("hcan", embedding_dim=300, **beside)._sized_hparams({})["embedding_dim"] == 300
+    table = {"embeddings": "wordllama", "accelerator": "cpu"}  # the table alone: its own width
+    assert DocumentClassifier("hcan", **table)._sized_hparams({})["embedding_dim"] == 256
+    assert DocumentClassifier("hcan", accelerator="cpu")._sized_hparams({})["embedding_dim"] == 64  # word2vec
+
+
+def test_a_small_training_split_trains_hcan_on_both_vectors(data):
+    clf = DocumentClassifier(
+        "hcan", accelerator="cpu", d_model=8, heads=2, max_steps=2, word2vec_epochs=1, guardrail=False, min_count=2
+    ).fit_prepared(data)
+    assert clf.train_config.embeddings == "word2vec+wordllama" and clf.model.config.embedding_dim == 64 + 256
+    assert clf.results["recipe"]["hparams"] == {"embeddings": "word2vec+wordllama", "word_dropout": 0.3}
 
 
 def test_a_small_training_split_trains_han_on_both_vectors_and_its_run_says_so(data):

@@ -267,18 +267,21 @@ class DocumentClassifier:
         """The hyper-parameters with those the recipe ``sized`` to the training split (``data_sized_settings``),
         and the word vectors' width where pre-trained vectors start the embedding and no ``embedding_dim`` was
         asked for: a 256-d table or a 300-d GloVe file then just works, and a table beside word2vec widens the
-        model's own width by the table's."""
+        model's own width (its registered one, or the CPU configuration's) by the table's."""
         hparams = {**self.hparams, **sized}
         source = self.train_config.embeddings
-        if "embedding_dim" in hparams or source in ("word2vec", "random"):
+        if "embedding_dim" in self._options or source in ("word2vec", "random"):
             return hparams
         import torch
 
         from docattn.data.embeddings import PACKAGED_DIMS, packaged_beside, vector_dim
         from docattn.models import create_model
 
-        with torch.random.fork_rng(devices=[]):  # a throwaway model tells its embedding width, if it has one
-            own = create_model(self.model_name, vocab_size=2, num_classes=2, **hparams).hparams().get("embedding_dim")
+        own = hparams.get("embedding_dim")
+        if own is None:
+            with torch.random.fork_rng(devices=[]):  # a throwaway model tells its embedding width, if it has one
+                model = create_model(self.model_name, vocab_size=2, num_classes=2, **hparams)
+            own = model.hparams().get("embedding_dim")
         if own is None:
             return hparams
         table = packaged_beside(source)

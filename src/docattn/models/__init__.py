@@ -30,11 +30,12 @@ SMALL_DATA = 2_000
 # what every attention family lays under SMALL_DATA: 30% of its words shown as <unk> in training
 # (``layers.hide_words``), so that no few words of a document it has seen 30 times carry it
 SMALL_WORD_DROPOUT = {"word_dropout": 0.3}
-# what HAN also lays under SMALL_DATA: its word vectors are word2vec's, trained on the user's text, beside the
-# packaged general-English table (``data.embeddings.PACKAGED``), which knows words a few hundred thousand tokens
-# barely show; paired seeds gained under 2,000 documents and came out even from 4,500 (benchmarks/LOG.md)
+# what HAN and HCAN also lay under SMALL_DATA: their word vectors are word2vec's, trained on the user's text,
+# beside the packaged general-English table (``data.embeddings.PACKAGED``), which knows words a few hundred
+# thousand tokens barely show; paired runs gained there in both (benchmarks/LOG.md). HPAN and HSAN lost with
+# it, SANet came out mixed, and CSPAN's every feature is as wide as its word vectors (the whole model would widen)
 PACKAGED_BESIDE = {"embeddings": "word2vec+wordllama"}
-HAN_SMALL = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # han, han-ave, han-max (the catalogue says the same)
+SMALL_WITH_TABLE = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # every han and hcan/can variant
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 
-from docattn.models import HAN_SMALL, SMALL_WORD_DROPOUT
+from docattn.models import SMALL_WITH_TABLE, SMALL_WORD_DROPOUT
 from docattn.models.contract import BAG, FLAT, HIERARCHICAL, Layout
 
 # the hyper-parameters a CPU run (recipe "auto") shrinks, as ModelSpec.cpu gives them
@@ -211,8 +211,9 @@ _TABLE = [
 ]
 # every attention family hides words under models.SMALL_DATA training documents (models.SMALL_WORD_DROPOUT)
 ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
-# and HAN's words start from word2vec beside the packaged table there too (models.HAN_SMALL)
-SMALL_SIZES = {paper: HAN_SMALL if paper == HAN else SMALL_WORD_DROPOUT for paper in ATTENTION_FAMILIES}
+# and HAN's and HCAN's words start from word2vec beside the packaged table there too (models.SMALL_WITH_TABLE)
+WITH_TABLE = (HAN, HCAN)
+SMALL_SIZES = {paper: SMALL_WITH_TABLE if paper in WITH_TABLE else SMALL_WORD_DROPOUT for paper in ATTENTION_FAMILIES}
 CATALOGUE: dict[str, ModelEntry] = {
     row[0]: ModelEntry(*row, small_sizes=dict(SMALL_SIZES.get(row[2], {}))) for row in _TABLE
 }
