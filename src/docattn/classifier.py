@@ -277,11 +277,8 @@ class DocumentClassifier:
         from docattn.data.embeddings import PACKAGED_DIMS, packaged_beside, vector_dim
         from docattn.models import create_model
 
-        own = hparams.get("embedding_dim")
-        if own is None:
-            with torch.random.fork_rng(devices=[]):  # a throwaway model tells its embedding width, if it has one
-                model = create_model(self.model_name, vocab_size=2, num_classes=2, **hparams)
-            own = model.hparams().get("embedding_dim")
+        with torch.random.fork_rng(devices=[]):  # a throwaway model tells its embedding width, if it has one
+            own = create_model(self.model_name, vocab_size=2, num_classes=2, **hparams).hparams().get("embedding_dim")
         if own is None:
             return hparams
         table = packaged_beside(source)
