@@ -213,7 +213,14 @@ def trial(args, seed: int, options: dict) -> dict:
             "validation": {"val_acc": valid["accuracy"], "val_macro_f1": valid["macro_f1"]},
         }
         print(f"seed {seed} {rule}: test accuracy {report['accuracy']:.4f} (steps {tested[rule]['steps']})", flush=True)
-    return {"seed": seed, "run_monitor": clf.train_config.monitor, "kept_by_run": kept, "rules": tested}
+    n_valid = len(data.splits["valid"])  # averaging_rule.py's standard error
+    return {
+        "seed": seed,
+        "run_monitor": clf.train_config.monitor,
+        "n_valid": n_valid,
+        "kept_by_run": kept,
+        "rules": tested,
+    }
 
 
 def main() -> None:
