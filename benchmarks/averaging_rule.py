@@ -96,7 +96,9 @@ def main() -> None:
         }
         print(f"{rule:10} {summary[rule]}")
     if args.name:
-        write_result(args.name, {"inputs": [str(p) for p in args.results], "trials": rows, "summary": summary})
+        write_result(
+            args.name, {"inputs": [str(p) for p in args.results], "trials": rows, "summary": summary}, quiet=True
+        )
 
 
 if __name__ == "__main__":

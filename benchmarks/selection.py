@@ -4,7 +4,7 @@
                                    [--set key=value ...] [--curve N] --name NAME
 
 Each seed trains once at the defaults (with the options of ``--set``). Beside the run's own kept weights
-(``run``: the mean of its best validations' weights where that validated as well, ``average_best``), the
+(``run``: the mean of its best validations' weights where that validated about as well, ``average_best``), the
 fit keeps the weights a rule would have kept: the best validation accuracy, macro-F1 and loss, the newest
 weights within a standard error of the best accuracy, the last weights, and the mean of the weights of the 3
 and of the 5 most accurate validations (``top3_mean``, ``top5_mean``, whatever they validate); each set of

@@ -378,6 +378,44 @@ def test_a_mean_that_validates_worse_is_refused_and_the_best_weights_kept(data20
     assert clf.results["best"]["val_loss"] == pytest.approx(averaged["best_alone"])
 
 
+def test_the_mean_may_validate_one_standard_error_under_the_best_on_accuracy_not_on_loss():
+    from docattn.training.engine import averaging_tolerance
+
+    assert averaging_tolerance("val_acc", 0.9, 100) == pytest.approx(0.03)  # 3 of 100 documents
+    assert averaging_tolerance("val_macro_f1", 0.9, 400) == pytest.approx(0.015)
+    assert averaging_tolerance("val_acc", 1.0, 178) == 0.0  # a perfect validation: only a tie keeps the mean
+    assert averaging_tolerance("val_loss", 0.3, 100) == 0.0
+
+
+def test_a_mean_within_the_tolerance_is_kept_though_it_validates_lower(data200, monkeypatch):
+    import torch
+
+    from docattn.training import engine
+
+    def one_class(self):  # every document given to class 0: a quarter of them right, under the best
+        state = {k: torch.zeros_like(v) if v.is_floating_point() else v for k, v in self.best_state.items()}
+        state["classifier.bias"][0] = 50.0
+        return state
+
+    def fit(tolerance=None):
+        if tolerance is not None:
+            monkeypatch.setattr(engine, "averaging_tolerance", lambda monitor, best, documents: tolerance)
+        clf, best, mean = _fit_averaging(data200, monkeypatch, one_class, monitor="val_acc", lr=0.01)
+        averaged = clf.results["averaged"]
+        assert averaged["validation"]["val_acc"] < averaged["best_alone"]  # the case at stake: a lower mean
+        return clf, averaged, best, mean
+
+    clf, averaged, best, mean = fit()
+    p, n = averaged["best_alone"], len(data200.splits["valid"])
+    assert averaged["tolerance"] == pytest.approx(math.sqrt(p * (1 - p) / n))  # one standard error on 20
+    assert averaged["kept"] == (averaged["validation"]["val_acc"] >= p - averaged["tolerance"])
+    assert _same_weights(clf.model, mean if averaged["kept"] else best)
+    clf, averaged, best, _ = fit(tolerance=0.0)  # the strict rule: lower is refused
+    assert not averaged["kept"] and _same_weights(clf.model, best)
+    clf, averaged, _, mean = fit(tolerance=1.0)
+    assert averaged["kept"] and averaged["tolerance"] == 1.0 and _same_weights(clf.model, mean)
+
+
 def test_a_resumed_run_averages_the_same_weights_as_a_straight_one(data200, monkeypatch, tmp_path):
     options = dict(
         embeddings="random", min_steps=40, patience=0, average_best=3, batch_size=32, guardrail=False, **TINY

@@ -64,9 +64,10 @@ class TrainConfig:
     # validate, keep and return an exponential moving average of the weights, moved (1 - decay) of the way
     # after every step (Polyak averaging; 0.99 averages over about the last 100 steps); None: the weights
     ema_decay: float | None = None
-    # keep the mean of the weights of this many best validations where it validates at least as well as the
-    # best weights alone: weights from one stretch of training average to a flatter point, from different
-    # stretches to a worse one, which the check refuses; None: 5 under auto, 1 (the best weights) under paper.
+    # keep the mean of the weights of this many best validations where it validates at most one standard
+    # error, sqrt(p (1 - p) / n), under the best weights alone: weights from one stretch of training average to
+    # a flatter point, from different stretches to a worse one, which the check refuses (a loss: no margin);
+    # None: 5 under auto, 1 (the best weights) under paper.
     # Memory and the resume checkpoint hold that many copies of the weights
     average_best: int | None = None
     val_every_n_steps: int | None = None  # None: validate after each epoch (or val_per_epoch times)

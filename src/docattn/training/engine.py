@@ -294,11 +294,23 @@ class FitResult:
 @dataclass(frozen=True)
 class Averaged:
     """The mean of the weights of a fit's best validations (``average_best``), scored on validation: ``kept``
-    where it scored at least as well as the best weights alone, which the model holds otherwise."""
+    where it scored within ``tolerance`` of the best weights alone, which the model holds otherwise."""
 
     validation: BestValidation  # its scores; epoch and step those of the newest validation averaged
     best_alone: float  # the monitored score of the best weights alone
     kept: bool
+    tolerance: float = 0.0  # how far under best_alone the mean may score and be kept (averaging_tolerance)
+
+
+def averaging_tolerance(monitor: str, best: float, documents: int) -> float:
+    """How far under the best weights' validation score their mean may score and still be kept: one standard
+    error of a proportion at that score, sqrt(p (1 - p) / n) over the n validation documents. The best score
+    is the highest of many noisy validations and the mean's is a single one, so a strict comparison on a
+    small validation set refuses means that test better (benchmarks/LOG.md). A loss has no such scale: 0."""
+    if monitor == "val_loss" or documents < 1:
+        return 0.0
+    p = min(max(best, 0.0), 1.0)
+    return math.sqrt(p * (1.0 - p) / documents)
 
 
 def resolve_precision(cfg: TrainConfig) -> str:
@@ -533,15 +545,20 @@ def _keep_best_weights(
 
 def _average_best(trainer: L.Trainer, module: ClassifierModule, data: DocumentData, callbacks: _FitCallbacks):
     """``average_best``: load the mean of the best validations' weights and score it on validation; keep it
-    where it scores at least as well as the best weights alone, else load those back. None: fewer than two
-    validations to average."""
+    where it scores within ``averaging_tolerance`` of the best weights alone, else load those back. None:
+    fewer than two validations to average."""
     best = callbacks.best
     if len(best.top) < 2:
         return None
     module.model.load_state_dict(best.mean_state())
     trainer.validate(module, datamodule=data, verbose=False)  # fit's callbacks ignore it (callbacks.fitting)
     scores = {k: float(trainer.callback_metrics[k]) for k in SCORES}
-    kept = math.isfinite(scores["val_loss"]) and not best.better(best.best_score, scores[best.monitor])
+    tolerance = averaging_tolerance(best.monitor, best.best_score, len(data.valid))
+    if best.mode == "max":
+        within = scores[best.monitor] >= best.best_score - tolerance
+    else:
+        within = not best.better(best.best_score, scores[best.monitor])
+    kept = math.isfinite(scores["val_loss"]) and within
     newest = max((t["metrics"] for t in best.top), key=lambda metrics: metrics["step"])
     steps = tuple(sorted(t["metrics"]["step"] for t in best.top))
     validation = BestValidation(**scores, epoch=newest["epoch"], step=newest["step"], averaged_steps=steps)
@@ -550,8 +567,8 @@ def _average_best(trainer: L.Trainer, module: ClassifierModule, data: DocumentDa
     if callbacks.log.echo and trainer.is_global_zero:
         print(
             f"  the mean of the {len(steps)} best validations' weights: {best.monitor} {scores[best.monitor]:.4f} "
-            f"against {best.best_score:.4f} alone, {'kept' if kept else 'not kept'}",
+            f"against {best.best_score:.4f} alone (kept within {tolerance:.4f}), {'kept' if kept else 'not kept'}",
             file=sys.stderr,
             flush=True,
         )
-    return Averaged(validation, best.best_score, kept)
+    return Averaged(validation, best.best_score, kept, tolerance)

@@ -25,9 +25,11 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
   over all classes, so a model stops pushing the training documents it already gets right (multi-label
   data keeps 0, since its per-class thresholds are tuned on the plain probabilities).
 - averaged weights: the mean of the weights of the ``AVERAGE_BEST`` (5) best validations replaces the best
-  weights where it validates at least as well (``callbacks.BestWeights``): the best single validation of a
-  small validation set is partly luck, and weights averaged along one stretch of training sit at a flatter
-  point; not under ``ema_decay``, which averages the weights already.
+  weights where it validates no more than one standard error under them (``callbacks.BestWeights``,
+  ``engine.averaging_tolerance``): the best single validation of a small validation set is partly luck,
+  and weights averaged along one stretch of training sit at a flatter point; the mean's one validation is
+  compared with the highest of many, so a tie would ask it to be luckier than the best; not under
+  ``ema_decay``, which averages the weights already.
 - model size and regularisation: from ``LARGE_DATA`` (10,000) training documents, the family's
   ``ModelSpec.large`` settings (HAN: a GRU of 100 per direction, the paper's 50 below), since a few thousand
   documents overfit the wider model and more documents fill it; under ``SMALL_DATA`` (2,000), the family's
