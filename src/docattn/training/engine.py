@@ -299,7 +299,7 @@ class Averaged:
     validation: BestValidation  # its scores; epoch and step those of the newest validation averaged
     best_alone: float  # the monitored score of the best weights alone
     kept: bool
-    tolerance: float = 0.0  # how far under best_alone the mean may score and be kept (averaging_tolerance)
+    tolerance: float  # how far under best_alone the mean may score and be kept (averaging_tolerance)
 
 
 def averaging_tolerance(monitor: str, best: float, documents: int) -> float:
