@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 from common import write_result
@@ -44,6 +43,8 @@ def _validation_documents(doc: dict) -> int:
 
 
 def score(doc: dict) -> list[dict]:
+    from docattn.training.engine import averaging_tolerance
+
     rows, n_valid = [], None
     for trial in doc["trials"]:
         rules = trial["rules"]
@@ -56,7 +57,7 @@ def score(doc: dict) -> list[dict]:
         best_t, mean_t = rules["val_acc"]["test_accuracy"] * 100, rules["top5_mean"]["test_accuracy"] * 100
         # in documents: the scores were recorded in float32 and float64, which differ in the last bits
         best_right, mean_right = round(best_v * n), round(mean_v * n)
-        se = math.sqrt(best_v * (1 - best_v) / n) * n
+        se = averaging_tolerance("val_acc", best_v, n) * n  # the package's own margin
         row = {"model": doc["model"], "seed": trial["seed"], "n_valid": n, "val_best": best_v, "val_mean": mean_v}
         row["run_monitor"] = trial.get("run_monitor")  # the package compares this score; these rules, accuracy
         row["tests"] = {
