@@ -150,6 +150,11 @@ def test_the_table_widens_a_cpu_configurations_own_width_not_a_width_the_user_se
     assert DocumentClassifier("sanet", **beside)._sized_hparams({})["embedding_dim"] == 200 + 256
     assert DocumentClassifier("han", **beside)._sized_hparams({})["embedding_dim"] == 200 + 256
     assert DocumentClassifier("hcan", embedding_dim=300, **beside)._sized_hparams({})["embedding_dim"] == 300
+    # CSPAN's features are as wide as its words: it keeps its own 64 and projects the 320-d words to it
+    cspan = DocumentClassifier("cspan", **beside)._sized_hparams({})
+    assert (cspan["embedding_dim"], cspan["d_model"]) == (64 + 256, 64)
+    assert DocumentClassifier("cspan", d_model=32, **beside)._sized_hparams({})["d_model"] == 32
+    assert "d_model" not in DocumentClassifier("cspan", accelerator="cpu")._sized_hparams({})  # word2vec alone
     table = {"embeddings": "wordllama", "accelerator": "cpu"}  # the table alone: its own width
     assert DocumentClassifier("hcan", **table)._sized_hparams({})["embedding_dim"] == 256
     assert DocumentClassifier("hcan", accelerator="cpu")._sized_hparams({})["embedding_dim"] == 64  # word2vec

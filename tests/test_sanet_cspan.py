@@ -337,3 +337,19 @@ def test_cspan_embedding_dropout_acts_in_training_only():
     for bad in (-0.1, 1.0):
         with pytest.raises(ValueError, match="embedding_dropout"):
             tiny("cspan", embedding_dropout=bad)
+
+
+def test_cspan_reads_wider_word_vectors_through_one_projection_at_its_own_width():
+    """d_model below the word vectors' width (the packaged table beside word2vec) maps D to d with one linear
+    layer; at the words' own width there is none, so a run trained without it loads and predicts as before."""
+    batch = padded_batch()
+    narrow = tiny("cspan", embedding_dim=40, d_model=16)
+    assert narrow.projection.weight.shape == (16, 40) and narrow.embedding.weight.shape == (VOCAB, 40)
+    assert narrow.bilstm.layers[0].fwd.hidden_size == 8 and narrow.multi_query.fusion.weight.shape == (16, 3 * 16)
+    with torch.no_grad():
+        out = narrow(batch, return_attention=True)
+    assert out.logits.shape == (5, CLASSES) and torch.isfinite(out.logits).all()
+    assert torch.allclose(out.attentions["token"][:4].sum(-1), torch.ones(4))
+    for same in ({}, {"d_model": 16}):
+        model = tiny("cspan", **same)
+        assert model.projection is None and not any(k.startswith("projection") for k in model.state_dict())

@@ -267,7 +267,8 @@ class DocumentClassifier:
         """The hyper-parameters with those the recipe ``sized`` to the training split (``data_sized_settings``),
         and the word vectors' width where pre-trained vectors start the embedding and no ``embedding_dim`` was
         asked for: a 256-d table or a 300-d GloVe file then just works, and a table beside word2vec widens the
-        model's own width (its registered one, or the CPU configuration's) by the table's."""
+        model's own width (its registered one, or the CPU configuration's) by the table's; a model whose features
+        are as wide as its words (CSPAN) then keeps its own width behind a projection."""
         hparams = {**self.hparams, **sized}
         source = self.train_config.embeddings
         if "embedding_dim" in self._options or source in ("word2vec", "random"):
@@ -278,12 +279,16 @@ class DocumentClassifier:
         from docattn.models import create_model
 
         with torch.random.fork_rng(devices=[]):  # a throwaway model tells its embedding width, if it has one
-            own = create_model(self.model_name, vocab_size=2, num_classes=2, **hparams).hparams().get("embedding_dim")
+            built = create_model(self.model_name, vocab_size=2, num_classes=2, **hparams).hparams()
+        own = built.get("embedding_dim")
         if own is None:
             return hparams
         table = packaged_beside(source)
-        dim = own + PACKAGED_DIMS[table] if table else vector_dim(source)
-        return {**hparams, "embedding_dim": dim} if dim else hparams
+        if not table:
+            dim = vector_dim(source)
+            return {**hparams, "embedding_dim": dim} if dim else hparams
+        widened = {**hparams, "embedding_dim": own + PACKAGED_DIMS[table]}
+        return {**widened, "d_model": own} if "d_model" in built and built["d_model"] is None else widened
 
     def _check_fitted(self) -> None:
         if self.model is None:

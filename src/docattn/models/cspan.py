@@ -9,7 +9,9 @@ word embeddings D -> semantic self-attention S = LayerNorm(softmax(D D^T / sqrt(
     -> softmax classifier                                                              eq. 14-15
 
 Both self-attentions are projection-free (the paper drops the query/key/value matrices) and
-scaled by 1/sqrt(d). d is the embedding size (GloVe 300), so S and P can be added.
+scaled by 1/sqrt(d). d is the embedding size (GloVe 300), so S and P can be added. Where the word
+vectors are wider than the model (``d_model``: word2vec beside the packaged table), one linear layer
+brings them to d first.
 
 The ablations of the paper's Tables 3 and 5 are the same model with ``encoder``, ``position`` and
 ``pooling`` switched (see ``ENCODERS`` and the registry at the bottom); the paper's text and its
@@ -90,6 +92,10 @@ ENCODERS = {
 @dataclass
 class CSPANConfig:
     embedding_dim: int = 300  # d: GloVe 6B 300-d; S, H, P and F are all d wide (F = S + P)
+    # d where it differs from the word vectors' width: a linear layer then maps D to d. Laying the packaged
+    # table beside word2vec keeps the model at its own width this way; without it every feature would be the
+    # 320-d words' width, about 8x slower to train on a CPU (benchmarks/LOG.md)
+    d_model: int | None = None
     layers: int = 1  # Bi-LSTM layers, d/2 units per direction (base 1, big 3)
     queries: int = 16  # m learned query vectors (base 16, big 128)
     encoder: str = "cascade"  # one of ENCODERS
@@ -204,7 +210,7 @@ class CSPAN(nn.Module):
     def __init__(self, vocab_size: int, num_classes: int, **hparams):
         super().__init__()
         self.config = cfg = CSPANConfig(**hparams)
-        d = cfg.embedding_dim
+        d = cfg.d_model or cfg.embedding_dim
         if cfg.encoder not in ENCODERS:
             raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {cfg.encoder!r}")
         if cfg.position not in ("none", "sinusoidal", "relative"):
@@ -218,9 +224,10 @@ class CSPAN(nn.Module):
             raise ValueError(f"semantic_scale must be > 0, got {cfg.semantic_scale!r}")
         uses_lstm = cfg.encoder != "attention"
         if uses_lstm and (d % 2 or cfg.layers < 1):
-            raise ValueError(f"the Bi-LSTM needs an even embedding_dim and layers >= 1, got {d} and {cfg.layers}")
+            raise ValueError(f"the Bi-LSTM needs an even width and layers >= 1, got {d} and {cfg.layers}")
         self.num_classes = num_classes
-        self.embedding = nn.Embedding(vocab_size, d, padding_idx=0)
+        self.embedding = nn.Embedding(vocab_size, cfg.embedding_dim, padding_idx=0)
+        self.projection = nn.Linear(cfg.embedding_dim, d) if d != cfg.embedding_dim else None
         if cfg.encoder != "bilstm":
             rel = cfg.relative_clip if cfg.position == "relative" else None
             self.semantic_attention = ProjectionFreeSelfAttention(d, rel, cfg.semantic_scale)  # S, eq. 4
@@ -258,10 +265,12 @@ class CSPAN(nn.Module):
     def encode(self, tokens: torch.Tensor, mask: torch.Tensor, need_weights: bool = False):
         """Word representations F (B, T, d), zero on padding, and the self-attention weights."""
         enc, att = self.config.encoder, {}
-        x = self.embedding(tokens)  # (B, T, d): D
+        x = self.embedding(tokens)  # (B, T, E): D
         if self.config.position == "sinusoidal":
             x = x + sinusoidal_encoding(tokens.shape[1], x.shape[-1], x.device, x.dtype)  # eq. 1-2
-        x = self.embedding_dropout(x)  # (B, T, d)
+        x = self.embedding_dropout(x)  # (B, T, E)
+        if self.projection is not None:
+            x = self.projection(x)  # (B, T, d)
         if enc == "bilstm":
             return self.bilstm(x, mask), att  # (B, T, d)
         s, att["semantic_self"] = self.semantic_attention(x, mask, need_weights)  # (B, T, d)   eq. 4
