@@ -127,17 +127,18 @@ def test_every_attention_family_hides_words_on_small_data_under_auto_unless_the_
 
 
 def test_words_start_beside_the_packaged_table_on_small_data_unless_the_user_set_them():
-    """HAN and HCAN (every variant) gained with the table beside word2vec under 2,000 documents."""
+    """HAN, HCAN and CSPAN (every variant) gained with the table beside word2vec under 2,000 documents."""
     small = {"embeddings": "word2vec+wordllama", "word_dropout": 0.3}
-    for variant in ("han", "han-ave", "han-max", "hcan", "hcan-one-max", "can-two-target"):
+    for variant in ("han", "han-ave", "han-max", "hcan", "hcan-one-max", "can-two-target", "cspan", "cspan-big"):
         assert data_sized_settings(variant, "auto", 1_999, {}) == small, variant
         assert "embeddings" not in data_sized_settings(variant, "auto", 2_000, {}), variant  # word2vec alone
     assert data_sized_settings("han", "paper", 900, {}) == {}
     assert data_sized_settings("han", "auto", 900, {"embeddings": "word2vec"}) == {"word_dropout": 0.3}
     assert data_sized_settings("han", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}  # its width
     assert data_sized_settings("hcan", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}
-    # hpan, hsan lost with it, sanet came out mixed; CSPAN's features are as wide as its word vectors
-    for other in ("hpan", "hsan", "sanet", "sanet-big-noatt", "cspan", "cspan-big", "kim-cnn", "fasttext"):
+    assert data_sized_settings("cspan-fusion-c", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}
+    # hpan, hsan lost with it, sanet came out mixed
+    for other in ("hpan", "hsan", "sanet", "sanet-big-noatt", "kim-cnn", "fasttext"):
         assert "embeddings" not in data_sized_settings(other, "auto", 900, {}), other
 
 

@@ -30,12 +30,12 @@ SMALL_DATA = 2_000
 # what every attention family lays under SMALL_DATA: 30% of its words shown as <unk> in training
 # (``layers.hide_words``), so that no few words of a document it has seen 30 times carry it
 SMALL_WORD_DROPOUT = {"word_dropout": 0.3}
-# what HAN and HCAN also lay under SMALL_DATA: their word vectors are word2vec's, trained on the user's text,
-# beside the packaged general-English table (``data.embeddings.PACKAGED``), which knows words a few hundred
-# thousand tokens barely show; paired runs gained there in both (benchmarks/LOG.md). HPAN and HSAN lost with
-# it, SANet came out mixed, and CSPAN's every feature is as wide as its word vectors (the whole model would widen)
+# what HAN, HCAN and CSPAN also lay under SMALL_DATA: their word vectors are word2vec's, trained on the user's
+# text, beside the packaged general-English table (``data.embeddings.PACKAGED``), which knows words a few hundred
+# thousand tokens barely show; paired runs gained there in all three (benchmarks/LOG.md). HPAN and HSAN lost
+# with it and SANet came out mixed
 PACKAGED_BESIDE = {"embeddings": "word2vec+wordllama"}
-SMALL_WITH_TABLE = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # every han and hcan/can variant
+SMALL_WITH_TABLE = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # every han, hcan/can and cspan variant
 
 
 @dataclass(frozen=True)

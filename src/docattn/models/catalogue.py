@@ -211,8 +211,9 @@ _TABLE = [
 ]
 # every attention family hides words under models.SMALL_DATA training documents (models.SMALL_WORD_DROPOUT)
 ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
-# and HAN's and HCAN's words start from word2vec beside the packaged table there too (models.SMALL_WITH_TABLE)
-WITH_TABLE = (HAN, HCAN)
+# and HAN's, HCAN's and CSPAN's words start from word2vec beside the packaged table there too
+# (models.SMALL_WITH_TABLE)
+WITH_TABLE = (HAN, HCAN, CSPAN)
 SMALL_SIZES = {paper: SMALL_WITH_TABLE if paper in WITH_TABLE else SMALL_WORD_DROPOUT for paper in ATTENTION_FAMILIES}
 CATALOGUE: dict[str, ModelEntry] = {
     row[0]: ModelEntry(*row, small_sizes=dict(SMALL_SIZES.get(row[2], {}))) for row in _TABLE

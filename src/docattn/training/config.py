@@ -95,7 +95,7 @@ class TrainConfig:
     strategy: str = "auto"  # "ddp" for data parallel over devices / nodes
     precision: str | None = None  # None: bf16-mixed on CUDA, 32 elsewhere
     # "word2vec" (trained on the training split), "wordllama" (the packaged table), "word2vec+wordllama" (both
-    # side by side, embedding_dim their sum: HAN's and HCAN's under 2,000 training documents, auto), "random",
+    # side by side, embedding_dim their sum: HAN's, HCAN's and CSPAN's under 2,000 training documents, auto), "random",
     # or a vector file path
     embeddings: str = "word2vec"
     freeze_embeddings: bool = False  # keep the starting word vectors fixed during training

@@ -36,12 +36,13 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
   ``ModelSpec.small`` settings (every attention family: 30% of the words hidden as <unk> in training,
   ``models.SMALL_WORD_DROPOUT``), since the 1,000-step minimum then shows the model each document 30 times or
   more, and it learns a few words of each by heart;
-- word vectors: under ``SMALL_DATA`` training documents, HAN's and HCAN's words start from word2vec's vectors
-  beside the packaged general-English table (``embeddings="word2vec+wordllama"``, ``models.SMALL_WITH_TABLE``),
-  a width of the model's own (HAN: the paper's 200; HCAN: its CPU configuration's 64) plus the table's 256: a
-  few hundred thousand tokens barely show most words, which the table knows from far more text; word2vec alone
-  from ``SMALL_DATA``, where HAN's pairs came out even, for HPAN and HSAN, which lost with the table, SANet,
-  which came out mixed, and CSPAN, whose every feature is as wide as its word vectors.
+- word vectors: under ``SMALL_DATA`` training documents, HAN's, HCAN's and CSPAN's words start from word2vec's
+  vectors beside the packaged general-English table (``embeddings="word2vec+wordllama"``,
+  ``models.SMALL_WITH_TABLE``), a width of the model's own (HAN: the paper's 200; HCAN and CSPAN: their CPU
+  configurations' 64) plus the table's 256 (CSPAN, whose features are as wide as its words, projects them to
+  its own): a few hundred thousand tokens barely show most words, which the table knows from far more text;
+  word2vec alone from ``SMALL_DATA``, where HAN's pairs came out even, and for HPAN and HSAN, which lost with
+  the table, and SANet, which came out mixed.
 
 The "paper" recipe keeps each model's registered settings: fixed epochs, no early stopping, 5 word2vec
 passes, no class weights, no label smoothing, no refit, accuracy. The auto recipe also lays each family's own
