@@ -353,3 +353,5 @@ def test_cspan_reads_wider_word_vectors_through_one_projection_at_its_own_width(
     for same in ({}, {"d_model": 16}):
         model = tiny("cspan", **same)
         assert model.projection is None and not any(k.startswith("projection") for k in model.state_dict())
+    with pytest.raises(ValueError, match="d_model"):
+        tiny("cspan", d_model=0)

@@ -210,6 +210,8 @@ class CSPAN(nn.Module):
     def __init__(self, vocab_size: int, num_classes: int, **hparams):
         super().__init__()
         self.config = cfg = CSPANConfig(**hparams)
+        if cfg.d_model is not None and cfg.d_model < 1:
+            raise ValueError(f"d_model must be >= 1 (or None: the word vectors' width), got {cfg.d_model!r}")
         d = cfg.d_model or cfg.embedding_dim
         if cfg.encoder not in ENCODERS:
             raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {cfg.encoder!r}")
