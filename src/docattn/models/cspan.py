@@ -93,8 +93,8 @@ ENCODERS = {
 class CSPANConfig:
     embedding_dim: int = 300  # d: GloVe 6B 300-d; S, H, P and F are all d wide (F = S + P)
     # d where it differs from the word vectors' width: a linear layer then maps D to d. Laying the packaged
-    # table beside word2vec keeps the model at its own width this way; without it every feature would be the
-    # 320-d words' width, about 8x slower to train on a CPU (benchmarks/LOG.md)
+    # table beside word2vec keeps the model at its own width this way; without it every feature would widen
+    # with the words, and the whole model slow down with them (benchmarks/LOG.md)
     d_model: int | None = None
     layers: int = 1  # Bi-LSTM layers, d/2 units per direction (base 1, big 3)
     queries: int = 16  # m learned query vectors (base 16, big 128)
