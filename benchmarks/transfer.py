@@ -194,39 +194,88 @@ def _cell(d: dict) -> str:
     return "-" if not d or d.get("mean") is None else f"{100 * d['mean']:.2f} ± {100 * d['std']:.2f}"
 
 
-def newest_rows(folder: Path) -> list[dict]:
-    """Each model's row from the newest benchmark of a set: its folder's and its reruns' subfolders'."""
+def newest_runs(folder: Path) -> dict[str, tuple[dict, Path, str]]:
+    """Each model's row from the newest benchmark of a set (its folder's and its reruns' subfolders'), with the
+    folder it came from and that run's date."""
     runs = [p.parent for p in [folder / "results.json", *sorted(folder.glob("*/results.json"))] if p.exists()]
-    runs.sort(key=lambda run: json.loads((run / "run.json").read_text())["date"])  # "YYYY-MM-DD HH:MM:SS UTC"
-    rows = {r["model"]: r for run in runs for r in json.loads((run / "results.json").read_text())}
-    return list(rows.values())
+    dated = sorted((json.loads((run / "run.json").read_text())["date"], run) for run in runs)  # "YYYY-MM-DD ..."
+    return {r["model"]: (r, run, date) for date, run in dated for r in json.loads((run / "results.json").read_text())}
+
+
+def newest_rows(folder: Path) -> list[dict]:
+    return [row for row, _, _ in newest_runs(folder).values()]
+
+
+def _accuracy(cell: tuple[dict, Path, str] | None) -> float | None:
+    return None if cell is None else cell[0]["test_accuracy"]["mean"]
+
+
+BASELINES = ("nb", "logreg")  # issue 34's targets: at least nb everywhere, within 1 point of logreg
+NOT_ATTENTION = (*BASELINES, "kim-cnn", "fasttext")  # the targets are the attention models'
 
 
 def table(sets: list[str]) -> str:
-    """Accuracy and macro-F1 (mean ± std over folds or seeds) per model and set, from the results folders."""
-    rows: dict[str, dict[str, dict]] = {}
+    """Three tables from the results folders: accuracy and macro-F1 (mean ± std over folds or seeds) per model
+    and set; each attention model's points above or under nb and logreg, against issue 34's targets; and the
+    folder and date of every cell, so that a reader sees which ran at today's defaults."""
+    cells: dict[str, dict[str, tuple[dict, Path, str]]] = {}
     found = []
     for name in sets:
         folder = RESULTS / "transfer" / name
         if not (folder / "results.json").exists():
             continue
         found.append(name)
-        for r in newest_rows(folder):
-            rows.setdefault(r["model"], {})[name] = r
-    lines = ["| model | " + " | ".join(found) + " | mean accuracy |", "|---|" + "---|" * (len(found) + 1)]
-    for model, by_set in rows.items():
-        cells = []
+        for model, cell in newest_runs(folder).items():
+            cells.setdefault(model, {})[name] = cell
+    head = "| model | " + " | ".join(found)
+    rule = "|---|" + "---|" * len(found)
+    scores = [head + " | mean accuracy |", rule + "---|"]
+    for model, by_set in cells.items():
+        row = []
         for name in found:
-            r = by_set.get(name)
-            cells.append("-" if r is None else f"{_cell(r['test_accuracy'])} (F1 {_cell(r['test_macro_f1'])})")
-        accs = [
-            by_set[n]["test_accuracy"]["mean"]
-            for n in found
-            if n in by_set and by_set[n]["test_accuracy"]["mean"] is not None
-        ]
+            r = by_set[name][0] if name in by_set else None
+            row.append("-" if r is None else f"{_cell(r['test_accuracy'])} (F1 {_cell(r['test_macro_f1'])})")
+        accs = [a for a in (_accuracy(by_set.get(n)) for n in found) if a is not None]
         mean = f"{100 * sum(accs) / len(accs):.2f}" if len(accs) == len(found) else "-"
-        lines.append(f"| {model} | " + " | ".join(cells) + f" | {mean} |")
-    return "\n".join(lines)
+        scores.append(f"| {model} | " + " | ".join(row) + f" | {mean} |")
+    against = [head + " | at least nb | within 1 of logreg |", rule + "---|---|"]
+    for model in [m for m in cells if m not in NOT_ATTENTION]:
+        row, above, near, ran = [], 0, 0, 0
+        for name in found:
+            acc, nb, lr = (_accuracy(cells.get(m, {}).get(name)) for m in (model, *BASELINES))
+            if acc is None or nb is None or lr is None:
+                row.append("-")
+                continue
+            ran += 1
+            above += acc >= nb
+            near += acc >= lr - 0.01
+            mark = "" if acc >= nb else "**"  # under nb stands out
+            row.append(f"{mark}{100 * (acc - nb):+.2f}{mark} / {100 * (acc - lr):+.2f}")
+        against.append(f"| {model} | " + " | ".join(row) + f" | {above} of {ran} | {near} of {ran} |")
+    sources = [head + " |", rule]
+    for model, by_set in cells.items():
+        row = []
+        for name in found:
+            if name not in by_set:
+                row.append("-")
+                continue
+            _, run, date = by_set[name]
+            where = run.relative_to(RESULTS / "transfer").as_posix()
+            row.append(f"`{where}` {date[:10]}")
+        sources.append(f"| {model} | " + " | ".join(row) + " |")
+    return "\n".join(
+        [
+            *scores,
+            "",
+            "Points above or under nb / logreg, test accuracy (under nb in bold):",
+            "",
+            *against,
+            "",
+            "Where each cell comes from (`results/transfer/<folder>`; its `run.json` has the command) and when:",
+            "",
+            *sources,
+        ]
+    )
 
 
 def write_readme(text: str) -> None:

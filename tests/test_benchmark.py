@@ -158,6 +158,37 @@ def test_the_transfer_table_keeps_each_models_newest_run_of_a_set(tmp_path):
     assert rows == {"nb": 0.80, "han": 0.82}
 
 
+def test_the_transfer_table_says_where_each_model_stands_against_nb_and_logreg(tmp_path):
+    """Points above or under both baselines per set (under nb in bold), the targets counted, and each cell's
+    folder and date."""
+    import runpy
+    from pathlib import Path
+
+    from docattn.benchmark import summarize
+
+    table = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "transfer.py"))["table"]
+    table.__globals__["RESULTS"] = tmp_path
+    sets = {
+        "a": {"": ("2026-11-27 10:00:00 UTC", {"nb": 0.80, "logreg": 0.85, "han": 0.845})},
+        "b": {
+            "": ("2026-11-27 10:00:00 UTC", {"nb": 0.70, "logreg": 0.72, "han": 0.60}),
+            "han": ("2026-12-02 09:00:00 UTC", {"han": 0.69}),
+        },
+    }
+    for name, runs in sets.items():
+        for sub, (date, accuracies) in runs.items():
+            folder = tmp_path / "transfer" / name / sub
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "results.json").write_text(
+                json.dumps([summarize(m, [_trial(0, a)]) for m, a in accuracies.items()])
+            )
+            (folder / "run.json").write_text(json.dumps({"date": date}))
+    text = table(["a", "b", "c"])  # c has not run: no column
+    assert "| han | +4.50 / -0.50 | **-1.00** / -3.00 | 1 of 2 | 1 of 2 |" in text
+    assert "| han | `a` 2026-11-27 | `b/han` 2026-12-02 |" in text
+    assert "| nb | 80.00 ± 0.00 (F1 80.00 ± 0.00) | 70.00 ± 0.00 (F1 70.00 ± 0.00) | 75.00 |" in text
+
+
 def test_the_transfer_suites_ratings_come_from_the_review_file_names(tmp_path):
     """ratings2k labels each IMDB review by the star rating in its name, for the split asked, nothing else."""
     import io
