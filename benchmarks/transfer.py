@@ -246,11 +246,12 @@ def table(sets: list[str]) -> str:
             if acc is None or nb is None or lr is None:
                 row.append("-")
                 continue
+            over_nb, over_lr = round(100 * (acc - nb), 2), round(100 * (acc - lr), 2)  # judged as shown
             ran += 1
-            above += acc >= nb
-            near += acc >= lr - 0.01
-            mark = "" if acc >= nb else "**"  # under nb stands out
-            row.append(f"{mark}{100 * (acc - nb):+.2f}{mark} / {100 * (acc - lr):+.2f}")
+            above += over_nb >= 0
+            near += over_lr >= -1
+            mark = "" if over_nb >= 0 else "**"  # under nb stands out
+            row.append(f"{mark}{over_nb:+.2f}{mark} / {over_lr:+.2f}")
         against.append(f"| {model} | " + " | ".join(row) + f" | {above} of {ran} | {near} of {ran} |")
     sources = [head + " |", rule]
     for model, by_set in cells.items():
