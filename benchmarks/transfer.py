@@ -202,10 +202,6 @@ def newest_runs(folder: Path) -> dict[str, tuple[dict, Path, str]]:
     return {r["model"]: (r, run, date) for date, run in dated for r in json.loads((run / "results.json").read_text())}
 
 
-def newest_rows(folder: Path) -> list[dict]:
-    return [row for row, _, _ in newest_runs(folder).values()]
-
-
 def _accuracy(cell: tuple[dict, Path, str] | None) -> float | None:
     return None if cell is None else cell[0]["test_accuracy"]["mean"]
 

@@ -143,7 +143,7 @@ def test_the_transfer_table_keeps_each_models_newest_run_of_a_set(tmp_path):
 
     from docattn.benchmark import summarize
 
-    newest_rows = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "transfer.py"))["newest_rows"]
+    newest_runs = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "transfer.py"))["newest_runs"]
     runs = {
         tmp_path: ("2026-11-27 10:30:46 UTC", {"nb": 0.80, "han": 0.70}),
         tmp_path / "han": ("2026-11-29 09:00:00 UTC", {"han": 0.82}),
@@ -154,7 +154,7 @@ def test_the_transfer_table_keeps_each_models_newest_run_of_a_set(tmp_path):
         rows = [summarize(m, [_trial(0, a)]) for m, a in accuracies.items()]
         (folder / "results.json").write_text(json.dumps(rows))
         (folder / "run.json").write_text(json.dumps({"date": date}))
-    rows = {r["model"]: r["test_accuracy"]["mean"] for r in newest_rows(tmp_path)}
+    rows = {model: row["test_accuracy"]["mean"] for model, (row, _, _) in newest_runs(tmp_path).items()}
     assert rows == {"nb": 0.80, "han": 0.82}
 
 
