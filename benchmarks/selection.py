@@ -36,11 +36,6 @@ RULES = ("val_acc", "val_macro_f1", "val_loss")
 AVERAGED = {"top3_mean": 3, "top5_mean": 5}  # the mean of the weights of the k most accurate validations
 
 
-def _standard_error(p: float, n: int) -> float:
-    """Of an accuracy p on n documents: the margin the newest_tied rule allows under the best so far."""
-    return float(np.sqrt(p * (1.0 - p) / n))
-
-
 def _prepared(args, seed: int, options: dict):
     """(a classifier at the defaults and ``options``, its prepared data)."""
     from docattn.benchmark import PathData
@@ -78,6 +73,8 @@ def _smoothed(values: np.ndarray) -> np.ndarray:
 
 def _pick(rows: list[dict], rule: str, n_valid: int) -> int:
     """The index of the validation ``rule`` keeps (the first of equals, as BestWeights)."""
+    from docattn.training.engine import averaging_tolerance
+
     acc = np.array([r["val_acc"] for r in rows])
     loss = np.array([r["val_loss"] for r in rows])
     if rule == "val_acc":
@@ -94,7 +91,7 @@ def _pick(rows: list[dict], rule: str, n_valid: int) -> int:
         kept, best = 0, 0.0
         for i, score in enumerate(acc):
             best = max(best, score)
-            if score >= best - _standard_error(best, n_valid):
+            if score >= best - averaging_tolerance("val_acc", best, n_valid):
                 kept = i
         return kept
     if rule == "last":
@@ -152,6 +149,7 @@ def curve_trial(args, seed: int, options: dict) -> dict:
 
 def trial(args, seed: int, options: dict) -> dict:
     from docattn.training.callbacks import BestWeights
+    from docattn.training.engine import averaging_tolerance
     from docattn.training.trainer import evaluate_encoded
 
     clf, data = _prepared(args, seed, options)
@@ -168,7 +166,7 @@ def trial(args, seed: int, options: dict) -> dict:
             if not self.n_valid:
                 return super().keeps(score)
             self.highest = score if self.highest is None else max(self.highest, score)
-            return score >= self.highest - _standard_error(self.highest, self.n_valid)
+            return score >= self.highest - averaging_tolerance("val_acc", self.highest, self.n_valid)
 
         @property
         def state_key(self) -> str:  # Lightning keys callback state by type: one key per rule
