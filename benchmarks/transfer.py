@@ -18,7 +18,12 @@ per-data-set flags), so the table shows how the defaults transfer:
 - r8: Reuters-21578 ModApte's single-topic documents of its ten most frequent topics, the topics with documents
   in both splits kept (R8: 8 classes, earn 2,840 training documents against grain's 41), tested on its test
   split: the imbalanced set;
+- r52: the same from all of ModApte's topics (52 classes, earn 2,840 training documents against platinum's 1),
+  tested on its test split: many classes, extremely imbalanced;
 - imdb, news: the full training splits, tested on the full test splits.
+
+A probe outside the table: imdbskew, 2,000 IMDB training reviews of which 10% positive, tested on 13,889 test
+reviews of which 10% positive (`--sets imdbskew` runs it; its results are not tabled).
 
 Validation takes 10% of the training documents everywhere, as `docattn train` does by default.
 Results: benchmarks/results/transfer/<set>/ (results.json, results.md, run.json with the command) and
@@ -43,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, SHARED_DATA, machine  # noqa: E402
 
 MODELS = "nb,logreg,han,hpan,hsan,kim-cnn,fasttext,hcan,sanet,cspan"
-SETS = ["bbc", "ag", "agtitles", "imdb1k", "imdb2k", "imdb5k", "ratings2k", "news2k", "r8", "imdb", "news"]
+SETS = ["bbc", "ag", "agtitles", "imdb1k", "imdb2k", "imdb5k", "ratings2k", "news2k", "r8", "r52", "imdb", "news"]
 README = Path(__file__).resolve().parent / "README.md"
 START, END = "<!-- transfer:start -->", "<!-- transfer:end -->"
 
@@ -100,19 +105,29 @@ def _draw(docs: list, n: int, seed: int = 0, stratified: bool = False) -> list:
     return out
 
 
-def _r8(work: Path) -> tuple[Path, Path]:
-    """R8 (Cardoso-Cachopo 2007) from the ModApte split: single-topic documents of the ten most frequent topics."""
+def _skewed(docs: list, positive: int, negative: int, seed: int = 0) -> list:
+    """``positive`` IMDB reviews labelled pos and ``negative`` labelled neg, a seeded draw in shuffled order."""
+    rng = random.Random(seed)
+    pos, neg = sorted(d for d in docs if d[1] == "pos"), sorted(d for d in docs if d[1] == "neg")
+    out = rng.sample(pos, positive) + rng.sample(neg, negative)
+    rng.shuffle(out)
+    return out
+
+
+def _reuters_single(work: Path, name: str, topics: int | None) -> tuple[Path, Path]:
+    """ModApte's single-topic documents of its ``topics`` most frequent topics (None: all), the topics with
+    documents in both splits kept: R8 (Cardoso-Cachopo 2007) from the ten most frequent, R52 from all."""
     from collections import Counter
 
     from docattn.data.readers import read_splits
 
-    train, test = work / "r8_train.jsonl", work / "r8_test.jsonl"
+    train, test = work / f"{name}_train.jsonl", work / f"{name}_test.jsonl"
     if not (train.exists() and test.exists()):
         splits = read_splits(SHARED_DATA / "reuters21578" / "reuters21578.tar.gz")
-        top = [k for k, _ in Counter(t for ts in splits["train"].labels for t in ts).most_common(10)]
+        top = [k for k, _ in Counter(t for ts in splits["train"].labels for t in ts).most_common(topics)]
         single = {
-            name: [(text, ts[0]) for text, ts in zip(c.texts, c.labels) if len(ts) == 1 and ts[0] in top]
-            for name, c in splits.items()
+            split: [(text, ts[0]) for text, ts in zip(c.texts, c.labels) if len(ts) == 1 and ts[0] in top]
+            for split, c in splits.items()
         }
         both = {d[1] for d in single["train"]} & {d[1] for d in single["test"]}
         _write_jsonl(train, [d for d in single["train"] if d[1] in both])
@@ -145,19 +160,25 @@ def data_args(name: str) -> list[str]:
             reviews = _imdb_ratings(imdb, "test")
             _write_jsonl(test, [reviews[k] for k in sorted(reviews)])
         return ["--data", str(train), "--test", str(test)]
-    if name.startswith("imdb") and name != "imdb":
+    if name.startswith("imdb") and name[4:-1].isdigit():
         n = int(name[4:-1]) * 1000
         path = work / f"imdb_train_{n}.jsonl"
         if not path.exists():
             _write_jsonl(path, _draw(_archive_split(imdb, "train"), n))
         return ["--data", str(path), "--test", str(imdb)]
+    if name == "imdbskew":  # a probe, not in SETS: 10% positive in training and test
+        train, test = work / "imdb_skew_train.jsonl", work / "imdb_skew_test.jsonl"
+        if not (train.exists() and test.exists()):
+            _write_jsonl(train, _skewed(_archive_split(imdb, "train"), 200, 1800))
+            _write_jsonl(test, _skewed(_archive_split(imdb, "test"), 1389, 12500))
+        return ["--data", str(train), "--test", str(test)]
     if name == "news2k":
         path = work / "20news_train_2000.jsonl"
         if not path.exists():
             _write_jsonl(path, _draw(_archive_split(news, "train"), 2000, stratified=True))
         return ["--data", str(path), "--test", str(news)]
-    if name == "r8":
-        train, test = _r8(work)
+    if name in ("r8", "r52"):
+        train, test = _reuters_single(work, name, 10 if name == "r8" else None)
         return ["--data", str(train), "--test", str(test)]
     if name == "imdb":
         return ["--data", str(imdb)]

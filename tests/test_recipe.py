@@ -487,7 +487,11 @@ def test_balanced_weights_are_scikit_learns_and_auto_weighs_only_imbalanced_data
     labels = np.array([0] * 80 + [1] * 20)
     w = class_weights(TrainConfig(class_weight="balanced"), labels, ["a", "b"])
     assert w == pytest.approx([100 / (2 * 80), 100 / (2 * 20)])
-    assert class_weights(TrainConfig(), labels, ["a", "b"]) == pytest.approx(w)  # 4x: weighed
+    roots = class_weights(TrainConfig(class_weight="sqrt_balanced"), labels, ["a", "b"], neural=False)
+    assert roots == pytest.approx(np.sqrt(w))  # named: the same for every model
+    # 4x: weighed, by the square roots for a neural model and in full for a linear one
+    assert class_weights(TrainConfig(), labels, ["a", "b"]) == pytest.approx(roots)
+    assert class_weights(TrainConfig(), labels, ["a", "b"], neural=False) == pytest.approx(w)
     assert class_weights(TrainConfig(), np.array([0] * 60 + [1] * 40), ["a", "b"]) is None  # 1.5x: not
     assert class_weights(TrainConfig(recipe="paper"), labels, ["a", "b"]) is None
     assert class_weights(TrainConfig(class_weight={"b": 3}), labels, ["a", "b"]) == pytest.approx([1, 3])
@@ -501,7 +505,41 @@ def test_balanced_weights_are_scikit_learns_and_auto_weighs_only_imbalanced_data
 def test_imbalanced_data_is_weighed_and_chosen_by_macro_f1():
     labels = np.array([0] * 90 + [1] * 10)
     cfg, weights = resolve(TrainConfig(), 100, 10_000, labels, ["a", "b"])
-    assert cfg.monitor == "val_macro_f1" and cfg.class_weight == "balanced" and weights is not None
+    assert cfg.monitor == "val_macro_f1" and cfg.class_weight == "sqrt_balanced" and weights is not None
+    cfg, weights = resolve(TrainConfig(), 100, 10_000, labels, ["a", "b"], neural=False)
+    assert cfg.monitor == "val_macro_f1" and cfg.class_weight == "balanced" and weights == pytest.approx([5 / 9, 5])
+
+
+def test_the_guardrail_weighs_classes_as_logreg_does_on_its_own(monkeypatch):
+    """A neural model's square-root weights are its own: the baseline beside it takes logreg's full ones."""
+    from docattn.models.baselines import TfidfBaseline
+    from docattn.training.trainer import fit_guardrail
+
+    seen = []
+    fit = TfidfBaseline.fit_encoded
+    monkeypatch.setattr(
+        TfidfBaseline,
+        "fit_encoded",
+        lambda self, enc, *a, **kw: seen.append(kw["class_weights"]) or fit(self, enc, *a, **kw),
+    )
+    corpus = _keyword_corpus(100)
+    labels = ["fruit"] * 80 + ["vehicle"] * 20
+    texts = corpus.texts[:100]
+    from docattn.data.corpus import to_corpus
+
+    data = prepare(to_corpus(texts, labels), None, None, DataSettings(min_count=1))
+    counts = np.bincount(data.splits["train"].labels)
+    full = len(data.splits["train"]) / (2 * counts)
+    named = {"fruit": 2.0, "vehicle": 3.0}
+    for option, given, logreg in [
+        ("sqrt_balanced", np.sqrt(full), full),
+        ("balanced", full, full),
+        (named, np.array([2.0, 3.0]), np.array([2.0, 3.0])),
+        (None, None, None),
+    ]:
+        seen.clear()
+        fit_guardrail(data, TrainConfig(class_weight=option), given)
+        assert seen[0] is None if logreg is None else seen[0] == pytest.approx(logreg), option
 
 
 def test_class_weights_reach_the_loss():

@@ -78,9 +78,10 @@ class TrainConfig:
     # early stopping after this many validations without improvement; 0: never; None: 3 epochs' worth under auto
     # when max_epochs is left to it, else never
     patience: int | None = None
-    # loss weights per class: "balanced" (inverse frequency, as scikit-learn's), {label: weight}, None, or
-    # "auto": balanced where the largest class has over 3x the training documents of the smallest (auto
-    # recipe); on multi-label data, balanced positives for the logistic regressions, none for the others
+    # loss weights per class: "balanced" (inverse frequency, as scikit-learn's), "sqrt_balanced" (its square
+    # root), {label: weight}, None, or "auto": where the largest class has over 3x the training documents of
+    # the smallest (auto recipe), sqrt_balanced for neural models and balanced for the linear ones; on
+    # multi-label data, balanced positives for the logistic regressions, none for the others
     class_weight: str | dict | None = "auto"
     # multi-label: after training, refit a neural model's output layer on its own document vectors as one
     # penalised logistic regression per class with balanced positives (training/refit.py);
@@ -131,10 +132,11 @@ class TrainConfig:
         if self.recipe not in RECIPES:
             raise ConfigError(f"recipe must be {' or '.join(RECIPES)}, got {self.recipe!r}")
         if not (self.class_weight is None or isinstance(self.class_weight, (str, dict))) or (
-            isinstance(self.class_weight, str) and self.class_weight not in ("auto", "balanced")
+            isinstance(self.class_weight, str) and self.class_weight not in ("auto", "balanced", "sqrt_balanced")
         ):
             raise ConfigError(
-                f"class_weight must be 'auto', 'balanced', a {{label: weight}} dict or None, got {self.class_weight!r}"
+                "class_weight must be 'auto', 'balanced', 'sqrt_balanced', a {label: weight} dict or None, "
+                f"got {self.class_weight!r}"
             )
         if isinstance(self.class_weight, dict) and not all(
             isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < math.inf

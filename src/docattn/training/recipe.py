@@ -14,8 +14,12 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
 - word2vec passes: about ``word2vec_tokens`` (250M) tokens in all, 5 to 50 passes, since a small corpus
   gives word2vec too few updates in gensim's 5 passes, and a corpus of a few million tokens still gains
   up to 50;
-- class weights: inverse frequency where the largest class has over 3x the documents of the smallest,
-  and then the best weights are the ones with the best macro-F1, not accuracy; on multi-label data, each
+- class weights: where the largest class has over 3x the documents of the smallest, the square root of
+  inverse frequency for neural models and inverse frequency itself for the linear baselines, and then the
+  best weights are the ones with the best macro-F1, not accuracy. A neural model trained for many epochs
+  learns a rare class's few documents anyway, and full weights (a class 1,000x rarer weighing 1,000x more)
+  made it trade many errors on the large classes for a few on the tiny ones; a penalised linear model's
+  penalty shrinks a rare class's coefficients, which full weights offset. On multi-label data, each
   class's positives weighed by its negatives / positives for the logistic-regression baselines, whose
   penalty otherwise sets a rare class's coefficients to nothing;
 - output layer refit on multi-label data (neural models): after training, each class's row of the output
@@ -105,9 +109,14 @@ def data_sized_settings(model: str, recipe: str, n_documents: int, given: Mappin
 
 
 def class_weights(
-    cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashable], penalised_per_class: bool = False
+    cfg: TrainConfig,
+    labels: np.ndarray,
+    classes: Sequence[Hashable],
+    penalised_per_class: bool = False,
+    neural: bool = True,
 ) -> np.ndarray | None:
     """Per-class loss weights for ``cfg.class_weight`` (None: unweighted); ``labels`` are class indices.
+    "auto" on imbalanced single-label data: "sqrt_balanced" for a ``neural`` model, "balanced" for the others.
 
     Multi-label (a 0/1 matrix): the weights are binary cross-entropy's ``pos_weight``, "balanced" being each
     class's negatives over its positives. "auto" leaves them off for neural models, since each class's
@@ -122,12 +131,18 @@ def class_weights(
     if choice == "auto":
         present = counts[counts > 0]
         imbalanced = cfg.recipe == "auto" and len(present) > 1 and present.max() > IMBALANCE * present.min()
-        choice = "balanced" if imbalanced else None
+        choice = auto_weighting(neural) if imbalanced else None
     if choice is None:
         return None
-    if choice == "balanced":  # scikit-learn's n / (k * count); a class absent from training keeps weight 1
-        return np.where(counts > 0, counts.sum() / (len(classes) * np.maximum(counts, 1)), 1.0)
+    if choice in ("balanced", "sqrt_balanced"):  # scikit-learn's n / (k * count), or its square root
+        balanced = np.where(counts > 0, counts.sum() / (len(classes) * np.maximum(counts, 1)), 1.0)
+        return balanced if choice == "balanced" else np.sqrt(balanced)  # a class absent from training keeps 1
     return _named_weights(choice, classes)
+
+
+def auto_weighting(neural: bool) -> str:
+    """What class_weight="auto" weighs imbalanced single-label data by (see the module's "class weights")."""
+    return "sqrt_balanced" if neural else "balanced"
 
 
 def per_class_fit_weights(cfg: TrainConfig, labels: np.ndarray, classes: Sequence[Hashable]) -> np.ndarray | None:
@@ -176,7 +191,7 @@ def resolve(
     """(the config with every recipe-decided option made concrete, per-class loss weights or None);
     ``penalised_per_class``: the model is one (``OneShotModel.penalised_per_class``); ``neural``: trained by
     the engine, with an output layer to refit."""
-    weights = class_weights(cfg, labels, classes, penalised_per_class)
+    weights = class_weights(cfg, labels, classes, penalised_per_class, neural)
     epochs = planned_epochs(cfg, n_documents)
     patience = cfg.patience
     if patience is None and cfg.recipe == "auto" and cfg.max_epochs is None:  # epochs given: that many are trained
@@ -193,7 +208,7 @@ def resolve(
         smoothing = LABEL_SMOOTHING if cfg.recipe == "auto" and np.ndim(labels) == 1 else 0.0
     weight_option = cfg.class_weight
     if weight_option == "auto":
-        weight_option = "balanced" if weights is not None else None
+        weight_option = None if weights is None else "balanced" if np.ndim(labels) == 2 else auto_weighting(neural)
     multi_label = np.ndim(labels) == 2
     refit = cfg.refit_output
     if refit and not multi_label:

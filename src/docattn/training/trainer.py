@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -347,11 +347,16 @@ class Guardrail:
 
 
 def fit_guardrail(data: PreparedData, cfg, weights) -> Guardrail:
-    """Fit ``logreg`` on the training split (a sample past ``MAX_DOCUMENTS``) and score it like the model."""
+    """Fit ``logreg`` on the training split (a sample past ``MAX_DOCUMENTS``) and score it like the model,
+    with the model's class ``weights`` unless those are the neural models' square roots."""
     from docattn.models import create_model
 
     t0 = time.perf_counter()
     train = data.splits["train"]
+    if cfg.class_weight == "sqrt_balanced":  # the neural models' weighting; logreg's own is the full inverse
+        from docattn.training.recipe import class_weights
+
+        weights = class_weights(replace(cfg, class_weight="balanced"), train.labels, data.labels.classes)
     sampled = len(train) > Guardrail.MAX_DOCUMENTS
     if sampled:
         from docattn.data.splits import capped_sample
