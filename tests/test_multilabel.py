@@ -142,6 +142,8 @@ def test_recipe_picks_micro_f1_and_positive_weights_for_label_matrices():
     assert cfg.class_weight is None
     balanced = class_weights(TrainConfig(class_weight="balanced"), matrix, ["a", "b", "c"])
     np.testing.assert_allclose(balanced, [1 / 3, 3.0, 1.0])  # negatives over positives; none of either: 1
+    roots = class_weights(TrainConfig(class_weight="sqrt_balanced"), matrix, ["a", "b", "c"])
+    np.testing.assert_allclose(roots, np.sqrt(balanced))
     # a penalised logistic regression per class (logreg, logreg-l1) gets the balanced weights under auto
     cfg, weights = resolve(TrainConfig(), 4, 100, matrix, ["a", "b", "c"], penalised_per_class=True)
     assert cfg.class_weight == "balanced"

@@ -160,11 +160,12 @@ def _positive_weights(
         choice = "balanced"
     if choice in ("auto", None):
         return None
-    if choice == "balanced":  # negatives / positives; a class without positives (or negatives) keeps 1
+    if choice in ("balanced", "sqrt_balanced"):  # negatives / positives, or its square root
         positives = labels.sum(0).astype(np.float64)
         negatives = len(labels) - positives
-        # a class in every document would get 0 and never learn from its positives
-        return np.where((positives > 0) & (negatives > 0), negatives / np.maximum(positives, 1), 1.0)
+        # a class in every document would get 0 and never learn from its positives; one without either keeps 1
+        ratio = np.where((positives > 0) & (negatives > 0), negatives / np.maximum(positives, 1), 1.0)
+        return ratio if choice == "balanced" else np.sqrt(ratio)
     return _named_weights(choice, classes)
 
 

@@ -353,7 +353,7 @@ def fit_guardrail(data: PreparedData, cfg, weights) -> Guardrail:
 
     t0 = time.perf_counter()
     train = data.splits["train"]
-    if cfg.class_weight == "sqrt_balanced":  # the neural models' weighting; logreg's own is the full inverse
+    if cfg.class_weight == "sqrt_balanced" and not data.labels.multi_label:  # logreg's own are the full ones
         from docattn.training.recipe import class_weights
 
         weights = class_weights(replace(cfg, class_weight="balanced"), train.labels, data.labels.classes)
