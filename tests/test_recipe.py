@@ -522,12 +522,10 @@ def test_the_guardrail_weighs_classes_as_logreg_does_on_its_own(monkeypatch):
         "fit_encoded",
         lambda self, enc, *a, **kw: seen.append(kw["class_weights"]) or fit(self, enc, *a, **kw),
     )
-    corpus = _keyword_corpus(100)
-    labels = ["fruit"] * 80 + ["vehicle"] * 20
-    texts = corpus.texts[:100]
     from docattn.data.corpus import to_corpus
 
-    data = prepare(to_corpus(texts, labels), None, None, DataSettings(min_count=1))
+    labels = ["fruit"] * 80 + ["vehicle"] * 20
+    data = prepare(to_corpus(_keyword_corpus(100).texts, labels), None, None, DataSettings(min_count=1))
     counts = np.bincount(data.splits["train"].labels)
     full = len(data.splits["train"]) / (2 * counts)
     named = {"fruit": 2.0, "vehicle": 3.0}

@@ -350,13 +350,14 @@ def fit_guardrail(data: PreparedData, cfg, weights) -> Guardrail:
     """Fit ``logreg`` on the training split (a sample past ``MAX_DOCUMENTS``) and score it like the model,
     with the model's class ``weights`` unless those are the neural models' square roots."""
     from docattn.models import create_model
+    from docattn.training.recipe import auto_weighting, class_weights
 
     t0 = time.perf_counter()
     train = data.splits["train"]
-    if cfg.class_weight == "sqrt_balanced" and not data.labels.multi_label:  # logreg's own are the full ones
-        from docattn.training.recipe import class_weights
-
-        weights = class_weights(replace(cfg, class_weight="balanced"), train.labels, data.labels.classes)
+    if cfg.class_weight == auto_weighting(neural=True) and not data.labels.multi_label:  # logreg's own, not those
+        weights = class_weights(
+            replace(cfg, class_weight=auto_weighting(neural=False)), train.labels, data.labels.classes
+        )
     sampled = len(train) > Guardrail.MAX_DOCUMENTS
     if sampled:
         from docattn.data.splits import capped_sample
