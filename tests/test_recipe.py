@@ -48,9 +48,11 @@ def test_a_model_registered_with_epochs_gets_at_least_them_under_auto_and_exactl
     assert resolved.max_epochs == 3 and resolved.patience is None and resolved.word2vec_epochs == 5
 
 
-def test_cspan_on_a_cpu_trains_twice_the_step_minimum_unless_told_otherwise():
+def test_cspan_and_sanet_on_a_cpu_train_twice_the_step_minimum_unless_told_otherwise():
     cpu = DocumentClassifier("cspan", accelerator="cpu").train_config
     assert cpu.min_steps == 2000 and DocumentClassifier("han", accelerator="cpu").train_config.min_steps == 1000
+    assert DocumentClassifier("sanet", accelerator="cpu").train_config.min_steps == 2000
+    assert DocumentClassifier("hcan", accelerator="cpu").train_config.min_steps == 1000
     assert planned_epochs(cpu, 10_000) == math.ceil(2000 / math.ceil(10_000 / 64))  # 157 steps an epoch: 13
     assert DocumentClassifier("cspan", accelerator="cpu", min_steps=500).train_config.min_steps == 500
     assert DocumentClassifier("cspan", recipe="paper", accelerator="cpu").train_config.min_steps == 1000

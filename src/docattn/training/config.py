@@ -29,7 +29,7 @@ class TrainConfig:
     max_epochs: int | None = None  # None: sized to the data (auto) or the model's registered epochs (paper, else 10)
     # auto: at least this many optimizer steps (small data sets get more epochs), at least min_epochs
     # (the model's registered epochs) and at most epoch_limit epochs, ended sooner by early stopping;
-    # CSPAN on a CPU: 2,000
+    # CSPAN and SANet on a CPU: 2,000
     min_steps: int = 1000
     min_epochs: int = 1  # auto: the fewest epochs (set from the model's registered epochs)
     epoch_limit: int = 50  # auto: the most epochs, however small the data

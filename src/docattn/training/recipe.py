@@ -6,7 +6,8 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
 
 - epochs: enough for ``min_steps`` optimizer steps, at least the model's registered epochs, at most
   ``epoch_limit``: 2,000 documents at batch 64 make 32 steps an epoch, and 3 epochs left HAN untrained
-  (CSPAN's CPU configuration, which drops half its features, asks for 2,000 steps: ``ModelSpec.cpu``);
+  (CSPAN's CPU configuration, which drops half its features, and SANet's, whose word vectors learn at an
+  eighth of the rate, ask for 2,000 steps: ``ModelSpec.cpu``);
 - patience: once ``min_steps`` are done, stop after 3 epochs' worth of validations without improvement,
   keeping the best weights (only where the epochs were left to the recipe: ``max_epochs=N`` trains N
   epochs); a small validation set's score saturates early, and stopping before the minimum cut BBC's
