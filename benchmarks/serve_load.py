@@ -6,7 +6,9 @@
 The server runs in its own process on 127.0.0.1 (never another address); each client sends synthetic
 documents (one per request unless told) to /predict and waits for the answer before the next. Both loops
 are bounded by time and by count. Throughput (documents/s), latency p50/p95/p99 and errors go to
-benchmarks/results/serve_load.json with the machine and the command.
+benchmarks/results/serve_load.json with the machine and the command, beside two bounds: the model alone
+(the run's predict_proba in this process, on batches of what the clients keep in flight, at the server's
+threads and on every core) and the HTTP stack alone (the same clients on GET /health for 10 s).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -66,12 +69,16 @@ class Connection:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
-    async def post(self, path: str, payload: dict) -> tuple[int, bytes]:
+    async def request(self, path: str, payload: dict | None) -> tuple[int, bytes]:
+        """POST ``payload`` as JSON to ``path``; None sends a GET."""
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(HOST, self.port)
-        body = json.dumps(payload).encode()
-        head = f"POST {path} HTTP/1.1\r\nHost: {HOST}:{self.port}\r\nContent-Type: application/json\r\n"
-        self.writer.write(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        if payload is None:
+            self.writer.write(f"GET {path} HTTP/1.1\r\nHost: {HOST}:{self.port}\r\n\r\n".encode())
+        else:
+            body = json.dumps(payload).encode()
+            head = f"POST {path} HTTP/1.1\r\nHost: {HOST}:{self.port}\r\nContent-Type: application/json\r\n"
+            self.writer.write(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
         await self.writer.drain()
         status = int((await self.reader.readline()).split()[1])
         length = None
@@ -91,7 +98,10 @@ class Connection:
         self.reader = self.writer = None
 
 
-async def load(port: int, texts: list[str], clients: int, seconds: float, max_requests: int, per: int = 1) -> dict:
+async def load(
+    port: int, texts: list[str], clients: int, seconds: float, max_requests: int, per: int = 1, path: str = "/predict"
+) -> dict:
+    """``clients`` connections sending ``per`` documents a request to ``path`` (``/health``: a GET, no documents)."""
     latencies: list[float] = []  # one per answered request
     errors = {"count": 0, "kinds": {}}
     sent = 0
@@ -105,8 +115,8 @@ async def load(port: int, texts: list[str], clients: int, seconds: float, max_re
             t0 = time.perf_counter()
             try:
                 docs = [texts[(k * per + j) % len(texts)] for j in range(per)]
-                body = {"texts": docs} if per > 1 else {"text": docs[0]}
-                status, _ = await asyncio.wait_for(conn.post("/predict", body), 60)
+                body = None if path == "/health" else {"texts": docs} if per > 1 else {"text": docs[0]}
+                status, _ = await asyncio.wait_for(conn.request(path, body), 60)
                 ok, kind = status == 200, str(status)
             except (OSError, ValueError, IndexError, asyncio.IncompleteReadError, asyncio.TimeoutError) as err:
                 ok, kind = False, type(err).__name__
@@ -136,6 +146,25 @@ async def load(port: int, texts: list[str], clients: int, seconds: float, max_re
     }
 
 
+def model_alone(run: Path, texts: list[str], batch: int, torch_threads: int, seconds: float = 10) -> dict:
+    """The served run's own predict_proba, in this process on ``torch_threads``, on batches of what the clients
+    keep in flight at once: the most a server could pass on with no HTTP and no clients beside it."""
+    import torch
+
+    from docattn.serve.runs import ServedRun
+
+    torch.set_num_threads(torch_threads)
+    served = ServedRun.load("run", run)
+    served.predict_proba(texts[:batch])  # warm-up
+    done, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        start = done % len(texts)
+        served.predict_proba((texts[start:] + texts[:start])[:batch])
+        done += batch
+    wall = time.perf_counter() - t0
+    return {"batch": batch, "docs_per_s": round(done / wall, 1), "ms_per_batch": round(1000 * wall * batch / done, 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path)
@@ -154,6 +183,10 @@ def main() -> None:
 
     test = synthetic.make_splits(n_train=8, n_test=500, seed=21)["test"]
     texts = [" ".join(s) for s in test.sentences]
+    batch = min(args.clients * args.docs_per_request, 256)
+    # at the server's threads, and on every core (what the model could do with the machine to itself)
+    alone = {n: model_alone(args.run, texts, batch, n) for n in sorted({args.torch_threads, os.cpu_count() or 1})}
+    print("model alone, by threads", alone, flush=True)
     modes = {}
     for mode, batch_ms in (("micro_batching_on", args.batch_ms), ("micro_batching_off", 0.0)):
         port = free_port()
@@ -163,6 +196,9 @@ def main() -> None:
                 "micro_batch_ms": batch_ms,
                 **asyncio.run(load(port, texts, args.clients, args.seconds, args.max_requests, args.docs_per_request)),
             }
+            if mode == "micro_batching_on":  # the HTTP stack alone: the same clients on GET /health, 10 s
+                health = asyncio.run(load(port, texts, args.clients, 10, args.max_requests, path="/health"))
+                print("health", health, flush=True)
         finally:
             server.terminate()
             server.wait(30)
@@ -177,6 +213,9 @@ def main() -> None:
             "seconds_per_mode": args.seconds,
             "documents_per_request": args.docs_per_request,
             "modes": modes,
+            "model_alone_by_threads": alone,
+            "health_requests_per_s": health["docs_per_s"],
+            "health": health,
         },
     )
 
