@@ -118,6 +118,7 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
         cpu = ", ".join(f"{k} {v}" for k, v in entry.cpu_sizes.items())
         large = ", ".join(f"{k} {v}" for k, v in entry.large_sizes.items())
         small = ", ".join(f"{k} {v}" for k, v in entry.small_sizes.items())
+        medium = ", ".join(f"{k} {v}" for k, v in entry.medium_sizes.items())
         table.add_row(
             entry.name,
             entry.layout,
@@ -125,7 +126,8 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
             entry.description
             + (f"; on a CPU (recipe auto) trained at {cpu}" if cpu else "")
             + (f"; from {LARGE_DATA:,} training documents (recipe auto) {large}" if large else "")
-            + (f"; under {SMALL_DATA:,} training documents (recipe auto) {small}" if small else ""),
+            + (f"; under {SMALL_DATA:,} training documents (recipe auto) {small}" if small else "")
+            + (f"; from {SMALL_DATA:,} to {LARGE_DATA:,} training documents (recipe auto) {medium}" if medium else ""),
         )
     Console().print(table)
 

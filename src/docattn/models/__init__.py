@@ -33,7 +33,8 @@ SMALL_WORD_DROPOUT = {"word_dropout": 0.3}
 # what HAN, HCAN and CSPAN also lay under SMALL_DATA: their word vectors are word2vec's, trained on the user's
 # text, beside the packaged general-English table (``data.embeddings.PACKAGED``), which knows words a few hundred
 # thousand tokens barely show; paired runs gained there in all three (benchmarks/LOG.md). HPAN and HSAN lost
-# with it and SANet came out mixed
+# with it and SANet came out mixed. HCAN keeps it up to LARGE_DATA (``ModelSpec.medium``): its CPU
+# configuration's 64-d word2vec vectors gained beside it on 5,000-9,000 documents too
 PACKAGED_BESIDE = {"embeddings": "word2vec+wordllama"}
 SMALL_WITH_TABLE = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # every han, hcan/can and cspan variant
 
@@ -60,6 +61,9 @@ class ModelSpec:
     # when it sees each document many times (HAN: word dropout, and the packaged table beside word2vec), laid
     # over ``auto`` once the data is known; training options and hyper-parameters alike
     small: dict = field(default_factory=dict)
+    # under the auto recipe, on a training split from SMALL_DATA up to LARGE_DATA documents (HCAN: the packaged
+    # table beside word2vec, as under SMALL_DATA)
+    medium: dict = field(default_factory=dict)
 
     def recipe_settings(self, recipe: str, gpu: bool) -> dict:
         """The settings ``recipe`` lays over the registered ones (training options and hyper-parameters)."""
@@ -74,7 +78,7 @@ class ModelSpec:
             return {}
         if n_documents >= LARGE_DATA:
             return dict(self.large)
-        return dict(self.small) if n_documents < SMALL_DATA else {}
+        return dict(self.small if n_documents < SMALL_DATA else self.medium)
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -92,6 +96,7 @@ def register_model(
     auto: dict | None = None,
     large: dict | None = None,
     small: dict | None = None,
+    medium: dict | None = None,
     **defaults,
 ):
     """Decorator: register ``cls_or_fn`` under ``name`` with these default hyper-parameters."""
@@ -111,6 +116,7 @@ def register_model(
             dict(auto or {}),
             dict(large or {}),
             dict(small or {}),
+            dict(medium or {}),
         )
         return builder
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 
-from docattn.models import SMALL_WITH_TABLE, SMALL_WORD_DROPOUT
+from docattn.models import PACKAGED_BESIDE, SMALL_WITH_TABLE, SMALL_WORD_DROPOUT
 from docattn.models.contract import BAG, FLAT, HIERARCHICAL, Layout
 
 # the hyper-parameters a CPU run (recipe "auto") shrinks, as ModelSpec.cpu gives them
@@ -36,6 +36,7 @@ class ModelEntry:
     cpu_sizes: dict = field(default_factory=dict)  # the sizes it trains at on a CPU under recipe "auto"
     large_sizes: dict = field(default_factory=dict)  # under recipe "auto", from models.LARGE_DATA training documents
     small_sizes: dict = field(default_factory=dict)  # under recipe "auto", under models.SMALL_DATA training documents
+    medium_sizes: dict = field(default_factory=dict)  # under recipe "auto", from models.SMALL_DATA to LARGE_DATA
 
 
 HAN = "Yang et al. 2016, Hierarchical Attention Networks for Document Classification"
@@ -215,8 +216,13 @@ ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
 # (models.SMALL_WITH_TABLE)
 WITH_TABLE = (HAN, HCAN, CSPAN)
 SMALL_SIZES = {paper: SMALL_WITH_TABLE if paper in WITH_TABLE else SMALL_WORD_DROPOUT for paper in ATTENTION_FAMILIES}
+# HCAN keeps the table up to models.LARGE_DATA
+MEDIUM_SIZES = {HCAN: PACKAGED_BESIDE}
 CATALOGUE: dict[str, ModelEntry] = {
-    row[0]: ModelEntry(*row, small_sizes=dict(SMALL_SIZES.get(row[2], {}))) for row in _TABLE
+    row[0]: ModelEntry(
+        *row, small_sizes=dict(SMALL_SIZES.get(row[2], {})), medium_sizes=dict(MEDIUM_SIZES.get(row[2], {}))
+    )
+    for row in _TABLE
 }
 
 

@@ -63,7 +63,7 @@ import torch.nn.functional as F
 
 from docattn.data.batching import FlatBatch, HierarchicalBatch
 from docattn.errors import ConfigError
-from docattn.models import SMALL_WITH_TABLE, register_model
+from docattn.models import PACKAGED_BESIDE, SMALL_WITH_TABLE, register_model
 from docattn.models.contract import FLAT, HIERARCHICAL, AttentionKind, pooling_kinds
 from docattn.models.grouping import LengthGroups
 from docattn.models.layers import attend, hide_words, masked_max, masked_softmax, max_pool_shares
@@ -376,6 +376,7 @@ def _variant(name: str, description: str, hierarchical: bool, **defaults):
         training=training,
         cpu=HCAN_CPU,
         small=SMALL_WITH_TABLE,
+        medium=PACKAGED_BESIDE,
         **defaults,
     )
     def build(vocab_size: int, num_classes: int, **hparams):
