@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -180,12 +179,13 @@ def main() -> None:
     if not 1 <= args.clients <= 1024 or not 0 < args.seconds <= 3600 or not 1 <= args.docs_per_request <= 256:
         raise SystemExit("--clients is 1..1024, --seconds 0..3600 and --docs-per-request 1..256")
     from docattn.data import synthetic
+    from docattn.threads import usable_cores
 
     test = synthetic.make_splits(n_train=8, n_test=500, seed=21)["test"]
     texts = [" ".join(s) for s in test.sentences]
     batch = min(args.clients * args.docs_per_request, 256)
     # at the server's threads, and on every core (what the model could do with the machine to itself)
-    alone = {n: model_alone(args.run, texts, batch, n) for n in sorted({args.torch_threads, os.cpu_count() or 1})}
+    alone = {n: model_alone(args.run, texts, batch, n) for n in sorted({args.torch_threads, usable_cores()})}
     print("model alone, by threads", alone, flush=True)
     modes = {}
     for mode, batch_ms in (("micro_batching_on", args.batch_ms), ("micro_batching_off", 0.0)):

@@ -34,7 +34,7 @@ SMALL_WORD_DROPOUT = {"word_dropout": 0.3}
 # text, beside the packaged general-English table (``data.embeddings.PACKAGED``), which knows words a few hundred
 # thousand tokens barely show; paired runs gained there in all three (benchmarks/LOG.md). HPAN and HSAN lost
 # with it and SANet came out mixed. HCAN keeps it up to LARGE_DATA (``ModelSpec.medium``): its CPU
-# configuration's 64-d word2vec vectors gained beside it on 5,000-9,000 documents too
+# configuration's 64-d word2vec vectors gained beside it on 4,500-9,200 documents too (R8 the one loss)
 PACKAGED_BESIDE = {"embeddings": "word2vec+wordllama"}
 SMALL_WITH_TABLE = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # every han, hcan/can and cspan variant
 
