@@ -66,6 +66,13 @@ def test_models_lists_registry():
     assert (
         _default_reach({"max_sentences": 15, "max_words": 20}, "hierarchical") == "15 sentences, 20 words per sentence"
     )
+    # the sizes the auto recipe lays, a setting that holds from SMALL_DATA on said once
+    wide = {"COLUMNS": "400"}
+    hcan = CliRunner().invoke(app, ["models", "hcan"], env=wide).stdout
+    assert "from 2,000 training documents on (recipe auto) embeddings word2vec+wordllama" in hcan
+    assert "10,000" not in hcan
+    han = CliRunner().invoke(app, ["models", "han"], env=wide).stdout
+    assert "from 10,000 training documents (recipe auto) hidden_size 100" in han and "documents on" not in han
     res = CliRunner().invoke(app, ["models", "nosuch"])
     assert res.exit_code != 0 and "no registered model matches 'nosuch'" in str(res.exception)
 

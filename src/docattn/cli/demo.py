@@ -119,6 +119,9 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
         large = ", ".join(f"{k} {v}" for k, v in entry.large_sizes.items())
         small = ", ".join(f"{k} {v}" for k, v in entry.small_sizes.items())
         medium = ", ".join(f"{k} {v}" for k, v in entry.medium_sizes.items())
+        beyond_small = medium if medium and medium == large else ""  # one setting from SMALL_DATA on, said once
+        if beyond_small:
+            large = medium = ""
         table.add_row(
             entry.name,
             entry.layout,
@@ -127,7 +130,8 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
             + (f"; on a CPU (recipe auto) trained at {cpu}" if cpu else "")
             + (f"; from {LARGE_DATA:,} training documents (recipe auto) {large}" if large else "")
             + (f"; under {SMALL_DATA:,} training documents (recipe auto) {small}" if small else "")
-            + (f"; from {SMALL_DATA:,} to {LARGE_DATA:,} training documents (recipe auto) {medium}" if medium else ""),
+            + (f"; from {SMALL_DATA:,} to {LARGE_DATA:,} training documents (recipe auto) {medium}" if medium else "")
+            + (f"; from {SMALL_DATA:,} training documents on (recipe auto) {beyond_small}" if beyond_small else ""),
         )
     Console().print(table)
 

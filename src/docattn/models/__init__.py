@@ -33,8 +33,8 @@ SMALL_WORD_DROPOUT = {"word_dropout": 0.3}
 # what HAN, HCAN and CSPAN also lay under SMALL_DATA: their word vectors are word2vec's, trained on the user's
 # text, beside the packaged general-English table (``data.embeddings.PACKAGED``), which knows words a few hundred
 # thousand tokens barely show; paired runs gained there in all three (benchmarks/LOG.md). HPAN and HSAN lost
-# with it and SANet came out mixed. HCAN keeps it up to LARGE_DATA (``ModelSpec.medium``): its CPU
-# configuration's 64-d word2vec vectors gained beside it on 4,500-9,200 documents too (R8 the one loss)
+# with it and SANet came out mixed. HCAN keeps it at every size (``ModelSpec.medium`` and ``.large``): its CPU
+# configuration's 64-d word2vec vectors gained beside it on 4,500-22,500 documents too (R8 the one loss)
 PACKAGED_BESIDE = {"embeddings": "word2vec+wordllama"}
 SMALL_WITH_TABLE = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # every han, hcan/can and cspan variant
 
@@ -55,7 +55,8 @@ class ModelSpec:
     # where the paper had none); recipe="paper" keeps the registered settings
     auto: dict = field(default_factory=dict)
     # under the auto recipe, on a training split of at least LARGE_DATA documents: the hyper-parameters the
-    # family gains from that much data (HAN: a wider GRU), laid over ``auto`` once the data is known
+    # family gains from that much data (HAN: a wider GRU; HCAN: the packaged table beside word2vec, as under
+    # it), laid over ``auto`` once the data is known
     large: dict = field(default_factory=dict)
     # under the auto recipe, on a training split of fewer than SMALL_DATA documents: what the family needs
     # when it sees each document many times (HAN: word dropout, and the packaged table beside word2vec), laid

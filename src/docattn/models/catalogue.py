@@ -216,14 +216,26 @@ ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
 # (models.SMALL_WITH_TABLE)
 WITH_TABLE = (HAN, HCAN, CSPAN)
 SMALL_SIZES = {paper: SMALL_WITH_TABLE if paper in WITH_TABLE else SMALL_WORD_DROPOUT for paper in ATTENTION_FAMILIES}
-# HCAN keeps the table up to models.LARGE_DATA
-MEDIUM_SIZES = {HCAN: PACKAGED_BESIDE}
-CATALOGUE: dict[str, ModelEntry] = {
-    row[0]: ModelEntry(
-        *row, small_sizes=dict(SMALL_SIZES.get(row[2], {})), medium_sizes=dict(MEDIUM_SIZES.get(row[2], {}))
+# HCAN keeps the table from models.SMALL_DATA on, at every size
+BEYOND_SMALL_SIZES = {HCAN: PACKAGED_BESIDE}
+
+
+def _entry(name, layout, paper, description, truncation=None, cpu_sizes=None, large_sizes=None) -> ModelEntry:
+    beyond = BEYOND_SMALL_SIZES.get(paper, {})
+    return ModelEntry(
+        name,
+        layout,
+        paper,
+        description,
+        dict(truncation or {}),
+        dict(cpu_sizes or {}),
+        {**(large_sizes or {}), **beyond},
+        small_sizes=dict(SMALL_SIZES.get(paper, {})),
+        medium_sizes=dict(beyond),
     )
-    for row in _TABLE
-}
+
+
+CATALOGUE: dict[str, ModelEntry] = {row[0]: _entry(*row) for row in _TABLE}
 
 
 def list_catalogue(pattern: str = "*") -> list[ModelEntry]:

@@ -46,9 +46,9 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
   ``models.SMALL_WITH_TABLE``), a width of the model's own (HAN: the paper's 200; HCAN and CSPAN: their CPU
   configurations' 64) plus the table's 256 (CSPAN, whose features are as wide as its words, projects them to
   its own): a few hundred thousand tokens barely show most words, which the table knows from far more text;
-  word2vec alone from ``SMALL_DATA``, where HAN's pairs came out even (HCAN keeps the table up to ``LARGE_DATA``,
-  ``ModelSpec.medium``: its 64-d vectors gained beside it there too), and for HPAN and HSAN, which lost with
-  the table, and SANet, which came out mixed.
+  word2vec alone from ``SMALL_DATA``, where HAN's pairs came out even (HCAN keeps the table at every size,
+  ``ModelSpec.medium`` and ``.large``: its 64-d vectors gained beside it there too), and for HPAN and HSAN,
+  which lost with the table, and SANet, which came out mixed.
 
 The "paper" recipe keeps each model's registered settings: fixed epochs, no early stopping, 5 word2vec
 passes, no class weights, no label smoothing, no refit, accuracy. The auto recipe also lays each family's own
