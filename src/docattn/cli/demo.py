@@ -118,10 +118,7 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
         cpu = ", ".join(f"{k} {v}" for k, v in entry.cpu_sizes.items())
         large = ", ".join(f"{k} {v}" for k, v in entry.large_sizes.items())
         small = ", ".join(f"{k} {v}" for k, v in entry.small_sizes.items())
-        medium = ", ".join(f"{k} {v}" for k, v in entry.medium_sizes.items())
-        beyond_small = medium if medium and medium == large else ""  # one setting from SMALL_DATA on, said once
-        if beyond_small:
-            large = medium = ""
+        beyond_small = ", ".join(f"{k} {v}" for k, v in entry.beyond_small_sizes.items())
         table.add_row(
             entry.name,
             entry.layout,
@@ -130,7 +127,6 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
             + (f"; on a CPU (recipe auto) trained at {cpu}" if cpu else "")
             + (f"; from {LARGE_DATA:,} training documents (recipe auto) {large}" if large else "")
             + (f"; under {SMALL_DATA:,} training documents (recipe auto) {small}" if small else "")
-            + (f"; from {SMALL_DATA:,} to {LARGE_DATA:,} training documents (recipe auto) {medium}" if medium else "")
             + (f"; from {SMALL_DATA:,} training documents on (recipe auto) {beyond_small}" if beyond_small else ""),
         )
     Console().print(table)

@@ -33,7 +33,7 @@ SMALL_WORD_DROPOUT = {"word_dropout": 0.3}
 # what HAN, HCAN and CSPAN also lay under SMALL_DATA: their word vectors are word2vec's, trained on the user's
 # text, beside the packaged general-English table (``data.embeddings.PACKAGED``), which knows words a few hundred
 # thousand tokens barely show; paired runs gained there in all three (benchmarks/LOG.md). HPAN and HSAN lost
-# with it and SANet came out mixed. HCAN keeps it at every size (``ModelSpec.medium`` and ``.large``): its CPU
+# with it and SANet came out mixed. HCAN keeps it at every size (``ModelSpec.beyond_small``): its CPU
 # configuration's 64-d word2vec vectors gained beside it on 4,500-22,500 documents too (R8 the one loss)
 PACKAGED_BESIDE = {"embeddings": "word2vec+wordllama"}
 SMALL_WITH_TABLE = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # every han, hcan/can and cspan variant
@@ -55,16 +55,16 @@ class ModelSpec:
     # where the paper had none); recipe="paper" keeps the registered settings
     auto: dict = field(default_factory=dict)
     # under the auto recipe, on a training split of at least LARGE_DATA documents: the hyper-parameters the
-    # family gains from that much data (HAN: a wider GRU; HCAN: the packaged table beside word2vec, as under
-    # it), laid over ``auto`` once the data is known
+    # family gains from that much data (HAN: a wider GRU), laid over ``auto`` and ``beyond_small`` once the data
+    # is known
     large: dict = field(default_factory=dict)
     # under the auto recipe, on a training split of fewer than SMALL_DATA documents: what the family needs
     # when it sees each document many times (HAN: word dropout, and the packaged table beside word2vec), laid
     # over ``auto`` once the data is known; training options and hyper-parameters alike
     small: dict = field(default_factory=dict)
-    # under the auto recipe, on a training split from SMALL_DATA up to LARGE_DATA documents (HCAN: the packaged
-    # table beside word2vec, as under SMALL_DATA)
-    medium: dict = field(default_factory=dict)
+    # under the auto recipe, on a training split of at least SMALL_DATA documents, ``large`` laid over it from
+    # LARGE_DATA (HCAN: the packaged table beside word2vec, as under SMALL_DATA)
+    beyond_small: dict = field(default_factory=dict)
 
     def recipe_settings(self, recipe: str, gpu: bool) -> dict:
         """The settings ``recipe`` lays over the registered ones (training options and hyper-parameters)."""
@@ -78,8 +78,8 @@ class ModelSpec:
         if recipe != "auto":
             return {}
         if n_documents >= LARGE_DATA:
-            return dict(self.large)
-        return dict(self.small if n_documents < SMALL_DATA else self.medium)
+            return {**self.beyond_small, **self.large}
+        return dict(self.small if n_documents < SMALL_DATA else self.beyond_small)
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -97,7 +97,7 @@ def register_model(
     auto: dict | None = None,
     large: dict | None = None,
     small: dict | None = None,
-    medium: dict | None = None,
+    beyond_small: dict | None = None,
     **defaults,
 ):
     """Decorator: register ``cls_or_fn`` under ``name`` with these default hyper-parameters."""
@@ -117,7 +117,7 @@ def register_model(
             dict(auto or {}),
             dict(large or {}),
             dict(small or {}),
-            dict(medium or {}),
+            dict(beyond_small or {}),
         )
         return builder
 

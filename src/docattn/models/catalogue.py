@@ -36,7 +36,7 @@ class ModelEntry:
     cpu_sizes: dict = field(default_factory=dict)  # the sizes it trains at on a CPU under recipe "auto"
     large_sizes: dict = field(default_factory=dict)  # under recipe "auto", from models.LARGE_DATA training documents
     small_sizes: dict = field(default_factory=dict)  # under recipe "auto", under models.SMALL_DATA training documents
-    medium_sizes: dict = field(default_factory=dict)  # under recipe "auto", from models.SMALL_DATA to LARGE_DATA
+    beyond_small_sizes: dict = field(default_factory=dict)  # under recipe "auto", from models.SMALL_DATA on
 
 
 HAN = "Yang et al. 2016, Hierarchical Attention Networks for Document Classification"
@@ -219,23 +219,14 @@ SMALL_SIZES = {paper: SMALL_WITH_TABLE if paper in WITH_TABLE else SMALL_WORD_DR
 # HCAN keeps the table from models.SMALL_DATA on, at every size
 BEYOND_SMALL_SIZES = {HCAN: PACKAGED_BESIDE}
 
-
-def _entry(name, layout, paper, description, truncation=None, cpu_sizes=None, large_sizes=None) -> ModelEntry:
-    beyond = BEYOND_SMALL_SIZES.get(paper, {})
-    return ModelEntry(
-        name,
-        layout,
-        paper,
-        description,
-        dict(truncation or {}),
-        dict(cpu_sizes or {}),
-        {**(large_sizes or {}), **beyond},
-        small_sizes=dict(SMALL_SIZES.get(paper, {})),
-        medium_sizes=dict(beyond),
+CATALOGUE: dict[str, ModelEntry] = {
+    row[0]: ModelEntry(
+        *row,
+        small_sizes=dict(SMALL_SIZES.get(row[2], {})),
+        beyond_small_sizes=dict(BEYOND_SMALL_SIZES.get(row[2], {})),
     )
-
-
-CATALOGUE: dict[str, ModelEntry] = {row[0]: _entry(*row) for row in _TABLE}
+    for row in _TABLE
+}
 
 
 def list_catalogue(pattern: str = "*") -> list[ModelEntry]:

@@ -376,8 +376,7 @@ def _variant(name: str, description: str, hierarchical: bool, **defaults):
         training=training,
         cpu=HCAN_CPU,
         small=SMALL_WITH_TABLE,
-        medium=PACKAGED_BESIDE,
-        large=PACKAGED_BESIDE,
+        beyond_small=PACKAGED_BESIDE,
         **defaults,
     )
     def build(vocab_size: int, num_classes: int, **hparams):

@@ -47,7 +47,7 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
   configurations' 64) plus the table's 256 (CSPAN, whose features are as wide as its words, projects them to
   its own): a few hundred thousand tokens barely show most words, which the table knows from far more text;
   word2vec alone from ``SMALL_DATA``, where HAN's pairs came out even (HCAN keeps the table at every size,
-  ``ModelSpec.medium`` and ``.large``: its 64-d vectors gained beside it there too), and for HPAN and HSAN,
+  ``ModelSpec.beyond_small``: its 64-d vectors gained beside it there too), and for HPAN and HSAN,
   which lost with the table, and SANet, which came out mixed.
 
 The "paper" recipe keeps each model's registered settings: fixed epochs, no early stopping, 5 word2vec
