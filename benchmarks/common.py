@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -17,9 +18,34 @@ def machine() -> dict:
     return machine_info()
 
 
-def write_result(name: str, payload: dict, quiet: bool = False) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"{name}.json"
+_CLAIMED: dict[str, Path] = {}  # each name's file in this process, so a study's later writes go to its own
+
+
+def result_path(name: str, suffix: str = ".json", replace: bool = False) -> Path:
+    """results/NAME.json, or NAME.2.json, NAME.3.json ... where another run's file holds the name.
+
+    A rerun under a name already used once replaced that measurement; it now lands beside it and says where.
+    """
+    if name in _CLAIMED:
+        return _CLAIMED[name]
+    out, n = RESULTS / f"{name}{suffix}", 2
+    while out.exists() and not replace:
+        out, n = RESULTS / f"{name}.{n}{suffix}", n + 1
+    if n > 2:
+        print(f"results/{name}{suffix} holds another run; writing {out.relative_to(RESULTS)}", file=sys.stderr)
+    _CLAIMED[name] = out
+    return out
+
+
+def write_text_atomic(out: Path, text: str) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, out)  # a stopped study leaves its last complete file, never half of one
+
+
+def write_result(name: str, payload: dict, quiet: bool = False, replace: bool = False) -> Path:
+    out = result_path(name, replace=replace)
     doc = {
         "benchmark": name,
         "command": "python " + " ".join(sys.argv),
@@ -27,7 +53,7 @@ def write_result(name: str, payload: dict, quiet: bool = False) -> Path:
         "machine": machine(),
         **payload,
     }
-    out.write_text(json.dumps(doc, indent=1, default=str))
+    write_text_atomic(out, json.dumps(doc, indent=1, default=str))
     if not quiet:
         print(json.dumps(doc, indent=1, default=str))
     return out

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, SHARED_DATA, machine  # noqa: E402
+from common import SHARED_DATA, machine, result_path, write_text_atomic  # noqa: E402
 
 # predict as it was before streaming (e9fe2d6), less its notes: the whole corpus, then every line
 IN_MEMORY = """
@@ -173,9 +173,7 @@ def main() -> None:
         "repeats": args.repeats,
         "results": results,
     }
-    out = RESULTS / "predict_stream" / f"{args.name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    write_text_atomic(result_path(f"predict_stream/{args.name}"), json.dumps(doc, indent=1, default=str) + "\n")
     print(json.dumps(doc, indent=1, default=str))
 
 

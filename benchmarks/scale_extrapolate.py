@@ -77,7 +77,9 @@ def main() -> None:
         lines.append(f"| {name} | {largest[0]:,} | {largest[1]:,.1f} | {cells} |")
     table = "\n".join(lines)
     print(table)
-    out = write_result("scale/extrapolation", {"sizes": sizes, "figures": rows, "table": table})
+    out = write_result(
+        "scale/extrapolation", {"sizes": sizes, "figures": rows, "table": table}, replace=True
+    )  # derived from the scale runs, so redrawn in place
     print(f"wrote {out}", file=sys.stderr)
 
 

@@ -480,3 +480,23 @@ def test_an_interrupted_benchmark_says_what_it_keeps(tmp_path, monkeypatch):
         "into another --out (a run into this one replaces its results.json)"
     )
     assert "--resume" not in message
+
+
+def test_benchmark_results_never_replace_another_runs_file(tmp_path, monkeypatch):
+    """A rerun under a used name lands beside the first file; a study's own later writes replace its own."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "common.py"
+    spec = importlib.util.spec_from_file_location("bench_common", path)
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    monkeypatch.setattr(common, "machine", lambda: {"cpu_count": 2})
+    (tmp_path / "load.json").write_text('{"first": true}')
+    out = common.write_result("load", {"docs_per_s": 1.0}, quiet=True)
+    assert out == tmp_path / "load.2.json" and json.loads((tmp_path / "load.json").read_text()) == {"first": True}
+    assert common.write_result("load", {"docs_per_s": 2.0}, quiet=True) == out  # the same study, a later seed
+    assert json.loads(out.read_text())["docs_per_s"] == 2.0
+    assert common.write_result("derived", {"n": 1}, quiet=True, replace=True) == tmp_path / "derived.json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["derived.json", "load.2.json", "load.json"]  # no temp left
