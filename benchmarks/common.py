@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -33,18 +32,14 @@ def result_path(name: str, suffix: str = ".json", replace: bool = False) -> Path
         out, n = RESULTS / f"{name}.{n}{suffix}", n + 1
     if n > 2:
         print(f"results/{name}{suffix} holds another run; writing {out.relative_to(RESULTS)}", file=sys.stderr)
+    out.parent.mkdir(parents=True, exist_ok=True)
     _CLAIMED[name] = out
     return out
 
 
-def write_text_atomic(out: Path, text: str) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)  # a stopped study leaves its last complete file, never half of one
-
-
 def write_result(name: str, payload: dict, quiet: bool = False, replace: bool = False) -> Path:
+    from docattn.data.files import atomic_write  # a stopped study leaves its last complete file
+
     out = result_path(name, replace=replace)
     doc = {
         "benchmark": name,
@@ -53,7 +48,7 @@ def write_result(name: str, payload: dict, quiet: bool = False, replace: bool = 
         "machine": machine(),
         **payload,
     }
-    write_text_atomic(out, json.dumps(doc, indent=1, default=str))
+    atomic_write(out, json.dumps(doc, indent=1, default=str))
     if not quiet:
         print(json.dumps(doc, indent=1, default=str))
     return out

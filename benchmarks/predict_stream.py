@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import SHARED_DATA, machine, result_path, write_text_atomic  # noqa: E402
+from common import SHARED_DATA, machine, result_path  # noqa: E402
 
 # predict as it was before streaming (e9fe2d6), less its notes: the whole corpus, then every line
 IN_MEMORY = """
@@ -173,7 +173,9 @@ def main() -> None:
         "repeats": args.repeats,
         "results": results,
     }
-    write_text_atomic(result_path(f"predict_stream/{args.name}"), json.dumps(doc, indent=1, default=str) + "\n")
+    from docattn.data.files import atomic_write
+
+    atomic_write(result_path(f"predict_stream/{args.name}"), json.dumps(doc, indent=1, default=str) + "\n")
     print(json.dumps(doc, indent=1, default=str))
 
 

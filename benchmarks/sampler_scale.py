@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, result_path, write_text_atomic  # noqa: E402
+from common import machine, result_path  # noqa: E402
 
 LIMITS = {"max_sentences": 1000, "max_words": 1000, "max_batch_words": 150_000, "max_batch_pairs": None}
 
@@ -136,7 +136,9 @@ def main() -> None:
         "limits": LIMITS,
         "rows": rows,
     }
-    write_text_atomic(result_path(f"{args.name}/result"), json.dumps(doc, indent=1, default=str) + "\n")
+    from docattn.data.files import atomic_write
+
+    atomic_write(result_path(f"{args.name}/result"), json.dumps(doc, indent=1, default=str) + "\n")
     print(json.dumps(doc, indent=1, default=str))
 
 
