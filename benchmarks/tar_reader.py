@@ -4,20 +4,19 @@ members) read through the readers with it and with the tarfile fallback it hands
     OMP_NUM_THREADS=1 python benchmarks/tar_reader.py [--data ../shared/data/imdb/aclImdb.tar.gz] [--repeats 3]
 
 Times the archive read (``_archive_tree``: the part the parser changes) and, once each, all of ``read_splits``.
-Writes benchmarks/results/tar_reader/result.json.
+Writes benchmarks/results/tar_reader/result.json (result.2.json ... where an earlier run's file is there).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, SHARED_DATA, machine  # noqa: E402
+from common import SHARED_DATA, write_result  # noqa: E402
 
 
 def _not_plain(_path):
@@ -58,23 +57,18 @@ def main() -> None:
             members[parser] = len(tree.paths)
     read_splits_s = {p: round(_timed(p, lambda: read_splits(path))[0], 3) for p in parsers}
     best = {p: min(s) for p, s in archive_s.items()}
-    doc = {
-        "benchmark": "tar_reader",
-        "command": "OMP_NUM_THREADS=1 python " + " ".join(sys.argv),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": machine(),
-        "data": str(path),
-        "members": members,
-        "archive_seconds": archive_s,
-        "archive_seconds_best": best,
-        "archive_seconds_median": {p: statistics.median(s) for p, s in archive_s.items()},
-        "read_splits_seconds": read_splits_s,
-        "tarfile_over_plain_tar": round(best["tarfile"] / best["plain_tar"], 2),
-    }
-    out = RESULTS / "tar_reader" / "result.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    print(json.dumps(doc, indent=1, default=str))
+    write_result(
+        "tar_reader/result",
+        {
+            "data": str(path),
+            "members": members,
+            "archive_seconds": archive_s,
+            "archive_seconds_best": best,
+            "archive_seconds_median": {p: statistics.median(s) for p, s in archive_s.items()},
+            "read_splits_seconds": read_splits_s,
+            "tarfile_over_plain_tar": round(best["tarfile"] / best["plain_tar"], 2),
+        },
+    )
 
 
 if __name__ == "__main__":
