@@ -40,7 +40,7 @@ def merge(out: Path, folders: list[Path]) -> list[dict]:
         out / "run.json",
         {
             "merged_from": [str(f) for f in folders],
-            "commands": [r["command"] for r in runs],
+            "commands": [c for r in runs for c in r.get("commands", [r.get("command")])],  # a merged folder: its own
             "runs": runs,
             **({"date": max(dates)} if dates else {}),
         },

@@ -134,6 +134,15 @@ def test_merge_seeds_run_in_parallel(tmp_path):
 
     with pytest.raises(SystemExit):  # the same seed twice is a mistake, not more evidence
         merge(tmp_path / "again", [folders[0], folders[0]])
+    # a seed run later joins the merged folder: its commands are listed beside the merged ones, not nested
+    later = tmp_path / "part3"
+    later.mkdir()
+    (later / "results.json").write_text(json.dumps([summarize("han", [_trial(3, 0.83)])]))
+    (later / "results.md").write_text("### imdb\n")
+    (later / "run.json").write_text(json.dumps({"command": "docattn benchmark --first-seed 3", "date": "2026-11-23"}))
+    assert merge(tmp_path / "merged4", [tmp_path / "merged", later])[0]["seeds"] == [0, 1, 2, 3]
+    about = json.loads((tmp_path / "merged4" / "run.json").read_text())
+    assert about["commands"] == [f"docattn benchmark --first-seed {s}" for s in (0, 2, 3)]
 
 
 def test_the_transfer_table_keeps_each_models_newest_run_of_a_set(tmp_path):
