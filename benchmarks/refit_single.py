@@ -31,25 +31,33 @@ WEIGHTINGS = ("none", "sqrt_balanced", "balanced")
 def scores(X: dict, Y: dict, weight: np.ndarray, bias: np.ndarray) -> dict:
     from sklearn.metrics import f1_score
 
-    out = {}
+    out, predicted = {}, {}
     for split in ("train", "valid", "test"):
-        predicted = (X[split] @ weight.T + bias).argmax(1)
+        predicted[split] = (X[split] @ weight.T + bias).argmax(1)
         out[split] = {
-            "accuracy": round(100 * float((predicted == Y[split]).mean()), 2),
-            "macro_f1": round(100 * float(f1_score(Y[split], predicted, average="macro")), 2),
+            "accuracy": round(100 * float((predicted[split] == Y[split]).mean()), 2),
+            "macro_f1": round(100 * float(f1_score(Y[split], predicted[split], average="macro")), 2),
         }
-    per_class = f1_score(Y["test"], (X["test"] @ weight.T + bias).argmax(1), average=None, labels=range(len(bias)))
+    per_class = f1_score(Y["test"], predicted["test"], average=None, labels=range(len(bias)))
     out["test_f1_per_class"] = [round(100 * float(f), 1) for f in per_class]
     return out
 
 
-def refit(X: np.ndarray, y: np.ndarray, n_classes: int, C: float, weighting: str) -> tuple[np.ndarray, np.ndarray]:
+def refit(clf, X: np.ndarray, y: np.ndarray, C: float, weighting: str) -> tuple[np.ndarray, np.ndarray]:
+    from dataclasses import replace
+
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
-    counts = np.bincount(y, minlength=n_classes).astype(np.float64)
-    balanced = counts.sum() / (n_classes * np.maximum(counts, 1))
-    by_class = {"none": None, "balanced": balanced, "sqrt_balanced": np.sqrt(balanced)}[weighting]
+    from docattn.training.recipe import class_weights
+
+    n_classes = len(clf.labels.classes)
+    # the weights the neural loss would take under that class_weight, by the package's own definition
+    by_class = (
+        None
+        if weighting == "none"
+        else class_weights(replace(clf.train_config, class_weight=weighting), y, clf.labels.classes)
+    )
     class_weight = None if by_class is None else {c: float(by_class[c]) for c in range(n_classes)}
     with warnings.catch_warnings():  # short of lbfgs's tolerance after 2,000 steps still ranks the classes
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -80,7 +88,7 @@ def probe(run: Path, train_path: str, test_path: str) -> dict:
         "train_counts": np.bincount(Y["train"], minlength=n_classes).tolist(),
         "trained": scores(X, Y, *trained),
         "refit": {
-            f"C={C} {weighting}": scores(X, Y, *refit(X["train"], Y["train"], n_classes, C, weighting))
+            f"C={C} {weighting}": scores(X, Y, *refit(clf, X["train"], Y["train"], C, weighting))
             for C in PENALTIES
             for weighting in WEIGHTINGS
         },
