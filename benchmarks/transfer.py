@@ -22,8 +22,11 @@ per-data-set flags), so the table shows how the defaults transfer:
   tested on its test split: many classes, extremely imbalanced;
 - imdb, news: the full training splits, tested on the full test splits.
 
-A probe outside the table: imdbskew, 2,000 IMDB training reviews of which 10% positive, tested on 13,889 test
-reviews of which 10% positive (`--sets imdbskew` runs it; its results are not tabled).
+Probes outside the table (`--sets NAME` runs one; their results are not tabled): imdbskew, 2,000 IMDB training
+reviews of which 10% positive, tested on 13,889 test reviews of which 10% positive; imdbshort, 6,000 IMDB
+training reviews (a seeded draw) cut to their first two sentences, tested on all 25,000 test reviews cut the
+same way: short sentiment texts, many documents but few tokens; imdblong, 1,900 IMDB training reviews of over
+400 words (a seeded draw), tested on every test review of over 400 words: few documents but many tokens.
 
 Validation takes 10% of the training documents everywhere, as `docattn train` does by default.
 Results: benchmarks/results/transfer/<set>/ (results.json, results.md, run.json with the command) and
@@ -114,6 +117,13 @@ def _skewed(docs: list, positive: int, negative: int, seed: int = 0) -> list:
     return out
 
 
+def _first_sentences(docs: list[tuple[str, str]], n: int = 2) -> list[tuple[str, str]]:
+    """Each document cut to its first ``n`` sentences, as docattn splits them."""
+    from docattn.data.text import split_sentences
+
+    return [(" ".join(split_sentences(text, caseless=False)[:n]), label) for text, label in docs]
+
+
 def _reuters_single(work: Path, name: str, topics: int | None) -> tuple[Path, Path]:
     """ModApte's single-topic documents of its ``topics`` most frequent topics (None: all), the topics with
     documents in both splits kept: R8 (Cardoso-Cachopo 2007) from the ten most frequent, R52 from all."""
@@ -171,6 +181,18 @@ def data_args(name: str) -> list[str]:
         if not (train.exists() and test.exists()):
             _write_jsonl(train, _skewed(_archive_split(imdb, "train"), 200, 1800))
             _write_jsonl(test, _skewed(_archive_split(imdb, "test"), 1389, 12500))
+        return ["--data", str(train), "--test", str(test)]
+    if name == "imdbshort":  # a probe, not in SETS: two sentences a review
+        train, test = work / "imdb_short_train_6000.jsonl", work / "imdb_short_test.jsonl"
+        if not (train.exists() and test.exists()):
+            _write_jsonl(train, _first_sentences(_draw(_archive_split(imdb, "train"), 6000)))
+            _write_jsonl(test, _first_sentences(_archive_split(imdb, "test")))
+        return ["--data", str(train), "--test", str(test)]
+    if name == "imdblong":  # a probe, not in SETS: over 400 words a review
+        train, test = work / "imdb_long_train_1900.jsonl", work / "imdb_long_test.jsonl"
+        if not (train.exists() and test.exists()):
+            _write_jsonl(train, _draw([d for d in _archive_split(imdb, "train") if len(d[0].split()) > 400], 1900))
+            _write_jsonl(test, [d for d in _archive_split(imdb, "test") if len(d[0].split()) > 400])
         return ["--data", str(train), "--test", str(test)]
     if name == "news2k":
         path = work / "20news_train_2000.jsonl"
