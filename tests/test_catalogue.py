@@ -26,7 +26,7 @@ def test_catalogue_equals_the_registry():
         assert entry.truncation == {k: v for k, v in spec.training.items() if k in TRUNCATIONS}, name
         assert entry.cpu_sizes == {k: v for k, v in spec.cpu.items() if k in CPU_SIZES}, name
         assert entry.large_sizes == spec.large and entry.small_sizes == spec.small, name
-        assert entry.beyond_small_sizes == spec.beyond_small, name
+        assert entry.beyond_small_sizes == spec.beyond_small and entry.few_tokens_sizes == spec.few_tokens, name
 
 
 def test_catalogue_imports_no_torch():

@@ -73,6 +73,8 @@ def test_models_lists_registry():
     assert "10,000" not in hcan
     han = CliRunner().invoke(app, ["models", "han"], env=wide).stdout
     assert "from 10,000 training documents (recipe auto) hidden_size 100" in han and "documents on" not in han
+    assert "under 1,000,000 training tokens (recipe auto) embeddings word2vec+wordllama" in han
+    assert "under 2,000 training documents (recipe auto) word_dropout 0.3;" in han
     res = CliRunner().invoke(app, ["models", "nosuch"])
     assert res.exit_code != 0 and "no registered model matches 'nosuch'" in str(res.exception)
 

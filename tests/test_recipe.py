@@ -97,13 +97,18 @@ def test_the_auto_recipe_lays_the_familys_own_settings_over_the_registered_ones(
     assert given.hparams["dropout"] == 0.0 and given.train_config.embedding_lr == 1e-4
 
 
+def sized(model: str, recipe: str, n_documents: int, given: dict, n_tokens: int | None = None) -> dict:
+    """``data_sized_settings`` for documents of 300 tokens unless told (IMDB's reviews are about 290)."""
+    return data_sized_settings(model, recipe, n_documents, 300 * n_documents if n_tokens is None else n_tokens, given)
+
+
 def test_hans_width_follows_the_data_under_auto_unless_the_user_set_it():
-    assert data_sized_settings("han", "auto", 10_000, {}) == {"hidden_size": 100}
-    assert data_sized_settings("han-max", "auto", 50_000, {"lr": 1e-3}) == {"hidden_size": 100}
-    assert data_sized_settings("han", "auto", 9_999, {}) == {}  # a few thousand documents overfit it
-    assert data_sized_settings("han", "paper", 50_000, {}) == {}
-    assert data_sized_settings("han", "auto", 50_000, {"hidden_size": 64}) == {}  # the user's option wins
-    assert data_sized_settings("hpan", "auto", 50_000, {}) == {}
+    assert sized("han", "auto", 10_000, {}) == {"hidden_size": 100}
+    assert sized("han-max", "auto", 50_000, {"lr": 1e-3}) == {"hidden_size": 100}
+    assert sized("han", "auto", 9_999, {}) == {}  # a few thousand documents overfit it
+    assert sized("han", "paper", 50_000, {}) == {}
+    assert sized("han", "auto", 50_000, {"hidden_size": 64}) == {}  # the user's option wins
+    assert sized("hpan", "auto", 50_000, {}) == {}
 
 
 def test_every_attention_family_hides_words_on_small_data_under_auto_unless_the_user_set_it():
@@ -111,12 +116,12 @@ def test_every_attention_family_hides_words_on_small_data_under_auto_unless_the_
     from docattn.models.catalogue import ATTENTION_FAMILIES, CATALOGUE
 
     def hidden(model, n, given):
-        return data_sized_settings(model, "auto", n, given).get("word_dropout")
+        return sized(model, "auto", n, given).get("word_dropout")
 
     assert hidden("han", 1_999, {}) == 0.3
     assert hidden("han-ave", 900, {"hidden_size": 64}) == 0.3
     assert hidden("han", 2_000, {}) is None  # from 2,000 documents it cost HAN accuracy
-    assert data_sized_settings("han", "paper", 900, {}) == {}
+    assert sized("han", "paper", 900, {}) == {}
     assert hidden("han", 900, {"word_dropout": 0.0}) is None  # the user's option wins
     families = [n for n in list_models() if CATALOGUE[n].paper in ATTENTION_FAMILIES]
     assert {"hpan", "hsan-entmax15", "hcan", "can-one-max", "sanet-big-noatt", "cspan", "cspan-fusion-c"} <= set(
@@ -125,38 +130,56 @@ def test_every_attention_family_hides_words_on_small_data_under_auto_unless_the_
     for variant in families:
         assert hidden(variant, 900, {}) == 0.3, variant
     for baseline in ("kim-cnn", "bilstm", "fasttext"):  # no word_dropout option
-        assert data_sized_settings(baseline, "auto", 900, {}) == {}
+        assert sized(baseline, "auto", 900, {}) == {}
 
 
 def test_words_start_beside_the_packaged_table_on_small_data_unless_the_user_set_them():
-    """HAN, HCAN and CSPAN (every variant) gained with the table beside word2vec under 2,000 documents."""
+    """HCAN and CSPAN (every variant) gained with the table beside word2vec under 2,000 documents, HAN under 1M
+    training tokens."""
     small = {"embeddings": "word2vec+wordllama", "word_dropout": 0.3}
     for variant in ("han", "han-ave", "han-max", "hcan", "hcan-one-max", "can-two-target", "cspan", "cspan-big"):
-        assert data_sized_settings(variant, "auto", 1_999, {}) == small, variant
+        assert sized(variant, "auto", 1_999, {}) == small, variant
     for variant in ("han", "han-ave", "han-max", "cspan", "cspan-big"):
-        assert "embeddings" not in data_sized_settings(variant, "auto", 2_000, {}), variant  # word2vec alone
-    assert data_sized_settings("han", "paper", 900, {}) == {}
-    assert data_sized_settings("han", "auto", 900, {"embeddings": "word2vec"}) == {"word_dropout": 0.3}
-    assert data_sized_settings("han", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}  # its width
-    assert data_sized_settings("hcan", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}
-    assert data_sized_settings("cspan-fusion-c", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}
+        assert "embeddings" not in sized(variant, "auto", 4_000, {}), variant  # word2vec alone
+    assert sized("han", "paper", 900, {}) == {}
+    assert sized("han", "auto", 900, {"embeddings": "word2vec"}) == {"word_dropout": 0.3}
+    assert sized("han", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}  # its width
+    assert sized("hcan", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}
+    assert sized("cspan-fusion-c", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}
     # hpan, hsan lost with it, sanet came out mixed
     for other in ("hpan", "hsan", "sanet", "sanet-big-noatt", "kim-cnn", "fasttext"):
-        assert "embeddings" not in data_sized_settings(other, "auto", 900, {}), other
+        assert "embeddings" not in sized(other, "auto", 900, {}, n_tokens=10_000), other
+
+
+def test_hans_words_start_beside_the_table_under_a_million_training_tokens():
+    """What word2vec learns of a word follows the text it reads: HAN reads the table beside it under FEW_TOKENS
+    training tokens, however many documents hold them, and not above, however few."""
+    from docattn.models import FEW_TOKENS
+
+    table = {"embeddings": "word2vec+wordllama"}
+    for variant in ("han", "han-ave", "han-max"):
+        assert sized(variant, "auto", 7_600, {}, n_tokens=60_000) == table, variant  # short titles
+        assert sized(variant, "auto", 50_000, {}, n_tokens=FEW_TOKENS - 1) == {**table, "hidden_size": 100}
+        assert sized(variant, "auto", 1_500, {}, n_tokens=FEW_TOKENS) == {"word_dropout": 0.3}  # long documents
+        assert sized(variant, "auto", 4_000, {}, n_tokens=FEW_TOKENS) == {}
+    assert sized("han", "auto", 7_600, {"embeddings": "word2vec"}, n_tokens=60_000) == {}  # the user's option wins
+    assert sized("han", "paper", 7_600, {}, n_tokens=60_000) == {}
+    for other in ("hpan", "hsan", "sanet", "cspan", "kim-cnn"):  # theirs follow documents alone
+        assert "embeddings" not in sized(other, "auto", 7_600, {}, n_tokens=60_000), other
 
 
 def test_hcan_keeps_the_table_at_every_size_without_the_word_dropout():
     """HCAN's 64-d word2vec vectors gained beside the table on 4,500-22,500 documents too: every hcan/can variant
-    keeps it from 2,000 training documents on, where words are no longer hidden; HAN's and CSPAN's stop there."""
+    keeps it from 2,000 training documents on, where words are no longer hidden; CSPAN's stops there."""
     for variant in ("hcan", "hcan-one-max", "can-two-target"):
         for n in (2_000, 9_999, 10_000, 1_000_000):
-            assert data_sized_settings(variant, "auto", n, {}) == {"embeddings": "word2vec+wordllama"}, (variant, n)
+            assert sized(variant, "auto", n, {}) == {"embeddings": "word2vec+wordllama"}, (variant, n)
     for model in ("han", "cspan"):
-        assert "embeddings" not in data_sized_settings(model, "auto", 2_000, {})
-        assert "embeddings" not in data_sized_settings(model, "auto", 10_000, {})
-    assert data_sized_settings("hcan", "paper", 5_000, {}) == {}
-    assert data_sized_settings("hcan", "auto", 50_000, {"embedding_dim": 16}) == {}  # the user's width and words
-    assert data_sized_settings("hcan", "auto", 50_000, {"embeddings": "word2vec"}) == {}
+        assert "embeddings" not in sized(model, "auto", 4_000, {})
+        assert "embeddings" not in sized(model, "auto", 10_000, {})
+    assert sized("hcan", "paper", 5_000, {}) == {}
+    assert sized("hcan", "auto", 50_000, {"embedding_dim": 16}) == {}  # the user's width and words
+    assert sized("hcan", "auto", 50_000, {"embeddings": "word2vec"}) == {}
 
 
 def test_the_table_widens_a_cpu_configurations_own_width_not_a_width_the_user_set():

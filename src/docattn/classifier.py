@@ -197,8 +197,9 @@ class DocumentClassifier:
             self.data_settings.text = data.vocab.text_config
             # the seed covers the initial weights too: the engine seeds again only after the model exists
             torch.manual_seed(self.train_config.seed)
+            train = data.splits["train"]
             sized = data_sized_settings(
-                self.model_name, self.train_config.recipe, len(data.splits["train"]), self._options
+                self.model_name, self.train_config.recipe, len(train), len(train.tokens), self._options
             )
             training = {k: v for k, v in sized.items() if k in TrainConfig.field_names()}
             self.train_config = replace(self.train_config, **training)

@@ -107,7 +107,7 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
     from rich.console import Console
     from rich.table import Table
 
-    from docattn.models import LARGE_DATA, SMALL_DATA
+    from docattn.models import FEW_TOKENS, LARGE_DATA, SMALL_DATA
     from docattn.models.catalogue import list_catalogue  # no torch: the listing answers at once
 
     entries = list_catalogue(pattern)
@@ -119,6 +119,7 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
         large = ", ".join(f"{k} {v}" for k, v in entry.large_sizes.items())
         small = ", ".join(f"{k} {v}" for k, v in entry.small_sizes.items())
         beyond_small = ", ".join(f"{k} {v}" for k, v in entry.beyond_small_sizes.items())
+        few_tokens = ", ".join(f"{k} {v}" for k, v in entry.few_tokens_sizes.items())
         table.add_row(
             entry.name,
             entry.layout,
@@ -127,7 +128,8 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
             + (f"; on a CPU (recipe auto) trained at {cpu}" if cpu else "")
             + (f"; from {LARGE_DATA:,} training documents (recipe auto) {large}" if large else "")
             + (f"; under {SMALL_DATA:,} training documents (recipe auto) {small}" if small else "")
-            + (f"; from {SMALL_DATA:,} training documents on (recipe auto) {beyond_small}" if beyond_small else ""),
+            + (f"; from {SMALL_DATA:,} training documents on (recipe auto) {beyond_small}" if beyond_small else "")
+            + (f"; under {FEW_TOKENS:,} training tokens (recipe auto) {few_tokens}" if few_tokens else ""),
         )
     Console().print(table)
 

@@ -30,13 +30,19 @@ SMALL_DATA = 2_000
 # what every attention family lays under SMALL_DATA: 30% of its words shown as <unk> in training
 # (``layers.hide_words``), so that no few words of a document it has seen 30 times carry it
 SMALL_WORD_DROPOUT = {"word_dropout": 0.3}
-# what HAN, HCAN and CSPAN also lay under SMALL_DATA: their word vectors are word2vec's, trained on the user's
-# text, beside the packaged general-English table (``data.embeddings.PACKAGED``), which knows words a few hundred
-# thousand tokens barely show; paired runs gained there in all three (benchmarks/LOG.md). HPAN and HSAN lost
-# with it and SANet came out mixed. HCAN keeps it at every size (``ModelSpec.beyond_small``): its CPU
-# configuration's 64-d word2vec vectors gained beside it on 4,500-22,500 documents too (R8 the one loss)
+# what HCAN and CSPAN also lay under SMALL_DATA, and HAN under FEW_TOKENS: their word vectors are word2vec's,
+# trained on the user's text, beside the packaged general-English table (``data.embeddings.PACKAGED``), which
+# knows words a few hundred thousand tokens barely show; paired runs gained there in all three
+# (benchmarks/LOG.md). HPAN and HSAN lost with it and SANet came out mixed. HCAN keeps it at every size
+# (``ModelSpec.beyond_small``): its CPU configuration's 64-d word2vec vectors gained beside it on 4,500-22,500
+# documents too (R8 the one loss)
 PACKAGED_BESIDE = {"embeddings": "word2vec+wordllama"}
-SMALL_WITH_TABLE = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # every han, hcan/can and cspan variant
+SMALL_WITH_TABLE = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # every hcan/can and cspan variant
+# training tokens under which the auto recipe lays a family's ``ModelSpec.few_tokens`` settings: what word2vec
+# learns of a word grows with the text it reads, not with the documents it comes in. HAN's words beside the
+# table gained on the mean of the small sets and of five sets of about 5,000 short documents under this many
+# tokens, and lost on three of four sets above it, one of them 1,710 long reviews (benchmarks/LOG.md)
+FEW_TOKENS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,9 @@ class ModelSpec:
     # under the auto recipe, on a training split of at least SMALL_DATA documents, ``large`` laid over it from
     # LARGE_DATA (HCAN: the packaged table beside word2vec, as under SMALL_DATA)
     beyond_small: dict = field(default_factory=dict)
+    # under the auto recipe, on a training split of fewer than FEW_TOKENS tokens, laid over the settings sized
+    # by documents (HAN: the packaged table beside word2vec)
+    few_tokens: dict = field(default_factory=dict)
 
     def recipe_settings(self, recipe: str, gpu: bool) -> dict:
         """The settings ``recipe`` lays over the registered ones (training options and hyper-parameters)."""
@@ -72,14 +81,16 @@ class ModelSpec:
             return {}
         return {**self.auto, **({} if gpu else self.cpu)}
 
-    def sized_settings(self, recipe: str, n_documents: int) -> dict:
+    def sized_settings(self, recipe: str, n_documents: int, n_tokens: int) -> dict:
         """The settings (hyper-parameters and training options) ``recipe`` sizes to a training split of
-        ``n_documents`` documents."""
+        ``n_documents`` documents and ``n_tokens`` tokens."""
         if recipe != "auto":
             return {}
         if n_documents >= LARGE_DATA:
-            return {**self.beyond_small, **self.large}
-        return dict(self.small if n_documents < SMALL_DATA else self.beyond_small)
+            sized = {**self.beyond_small, **self.large}
+        else:
+            sized = dict(self.small if n_documents < SMALL_DATA else self.beyond_small)
+        return {**sized, **self.few_tokens} if n_tokens < FEW_TOKENS else sized
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -98,6 +109,7 @@ def register_model(
     large: dict | None = None,
     small: dict | None = None,
     beyond_small: dict | None = None,
+    few_tokens: dict | None = None,
     **defaults,
 ):
     """Decorator: register ``cls_or_fn`` under ``name`` with these default hyper-parameters."""
@@ -118,6 +130,7 @@ def register_model(
             dict(large or {}),
             dict(small or {}),
             dict(beyond_small or {}),
+            dict(few_tokens or {}),
         )
         return builder
 

@@ -37,6 +37,7 @@ class ModelEntry:
     large_sizes: dict = field(default_factory=dict)  # under recipe "auto", from models.LARGE_DATA training documents
     small_sizes: dict = field(default_factory=dict)  # under recipe "auto", under models.SMALL_DATA training documents
     beyond_small_sizes: dict = field(default_factory=dict)  # under recipe "auto", from models.SMALL_DATA on
+    few_tokens_sizes: dict = field(default_factory=dict)  # under recipe "auto", under models.FEW_TOKENS tokens
 
 
 HAN = "Yang et al. 2016, Hierarchical Attention Networks for Document Classification"
@@ -212,18 +213,21 @@ _TABLE = [
 ]
 # every attention family hides words under models.SMALL_DATA training documents (models.SMALL_WORD_DROPOUT)
 ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
-# and HAN's, HCAN's and CSPAN's words start from word2vec beside the packaged table there too
+# and HCAN's and CSPAN's words start from word2vec beside the packaged table there too
 # (models.SMALL_WITH_TABLE)
-WITH_TABLE = (HAN, HCAN, CSPAN)
+WITH_TABLE = (HCAN, CSPAN)
 SMALL_SIZES = {paper: SMALL_WITH_TABLE if paper in WITH_TABLE else SMALL_WORD_DROPOUT for paper in ATTENTION_FAMILIES}
 # HCAN keeps the table from models.SMALL_DATA on, at every size
 BEYOND_SMALL_SIZES = {HCAN: PACKAGED_BESIDE}
+# HAN's words start beside the table under models.FEW_TOKENS training tokens, however many documents
+FEW_TOKENS_SIZES = {HAN: PACKAGED_BESIDE}
 
 CATALOGUE: dict[str, ModelEntry] = {
     row[0]: ModelEntry(
         *row,
         small_sizes=dict(SMALL_SIZES.get(row[2], {})),
         beyond_small_sizes=dict(BEYOND_SMALL_SIZES.get(row[2], {})),
+        few_tokens_sizes=dict(FEW_TOKENS_SIZES.get(row[2], {})),
     )
     for row in _TABLE
 }

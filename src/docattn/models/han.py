@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 
 from docattn.data.batching import HierarchicalBatch
-from docattn.models import SMALL_WITH_TABLE, register_model
+from docattn.models import PACKAGED_BESIDE, SMALL_WORD_DROPOUT, register_model
 from docattn.models.contract import HIERARCHICAL, AttentionKind, pooling_kinds
 from docattn.models.grouping import LengthGroups
 from docattn.models.gru import PaddedBiGRU
@@ -216,7 +216,8 @@ def _variant(name: str, description: str, **defaults):
         training=HAN_TRAINING,
         auto=HAN_AUTO,
         large=HAN_LARGE,
-        small=SMALL_WITH_TABLE,
+        small=SMALL_WORD_DROPOUT,
+        few_tokens=PACKAGED_BESIDE,
         **defaults,
     )
     def build(vocab_size: int, num_classes: int, **hparams) -> HAN:
