@@ -218,6 +218,17 @@ def test_a_small_training_split_trains_han_on_both_vectors_and_its_run_says_so(d
     assert clf._requested.embeddings == "word2vec"  # a refit on other data sizes its vectors again
 
 
+def test_han_counts_the_training_splits_own_tokens_for_the_table(data, monkeypatch):
+    import docattn.models
+
+    # the training split's token count reaches the rule: at the threshold, word2vec alone, words still hidden
+    monkeypatch.setattr(docattn.models, "FEW_TOKENS", len(data.splits["train"].tokens))
+    options = {k: v for k, v in TINY.items() if k != "embedding_dim"}
+    clf = DocumentClassifier("han", max_epochs=1, word2vec_epochs=1, guardrail=False, **options).fit_prepared(data)
+    assert clf.train_config.embeddings == "word2vec" and clf.model.config.embedding_dim == 200
+    assert clf.results["recipe"]["hparams"] == {"word_dropout": 0.3}
+
+
 def test_a_large_training_split_builds_the_wider_model_and_its_run_says_so(data200, tmp_path, monkeypatch):
     import docattn.models
 
