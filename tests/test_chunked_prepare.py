@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from docattn.data.encoding import encode_corpus
 from docattn.data.prepare import DataSettings, prepare
 from docattn.data.splits import held_out_split, label_set_strata, stratified_split
 from docattn.data.text import Vocabulary, documents_to_strings
+from docattn.errors import ConfigError
 
 ARRAYS = ("tokens", "sentence_offsets", "document_offsets", "labels")
 
@@ -72,14 +74,14 @@ def _same(a, b) -> None:
     assert {k: v for k, v in b.info.items() if k in dropped} == dropped
 
 
-@pytest.mark.parametrize("chunk, workers", [(1, 1), (7, 1), (1000, 1), (7, 2)])
+@pytest.mark.parametrize("chunk, workers", [(1, 0), (7, 0), (1000, 0), (7, 2), (1000, 2)])
 def test_chunks_and_workers_give_the_one_shot_arrays(chunk, workers):
     corpus = _corpus()
     settings = DataSettings(min_count=2, prepare_chunk=chunk, prepare_workers=workers)
     _same(one_shot(corpus, settings=settings), prepare(corpus, settings=settings))
 
 
-@pytest.mark.parametrize("chunk, workers", [(1, 1), (7, 1), (1000, 1), (7, 2)])
+@pytest.mark.parametrize("chunk, workers", [(1, 0), (7, 0), (1000, 0), (7, 1), (1000, 2)])
 def test_test_fraction_max_vocab_and_given_splits(chunk, workers):
     corpus = _corpus()
     run = {"prepare_chunk": chunk, "prepare_workers": workers}
@@ -168,10 +170,13 @@ def test_data_prepare_prints_and_writes_its_stats(tmp_path, monkeypatch):
     corpus = _corpus()
     _write_csv(tmp_path / "train.csv", corpus.texts[1:], corpus.labels[1:])
     args = ["data", "prepare", str(tmp_path / "train.csv"), "--out-stats", str(tmp_path / "stats.json")]
-    res = CliRunner().invoke(app, [*args, "--set", "min_count=2", "--set", "prepare_chunk=9"])
+    res = CliRunner().invoke(
+        app, [*args, "--set", "min_count=2", "--set", "prepare_chunk=9", "--set", "prepare_workers=2"]
+    )
     assert res.exit_code == 0, res.output
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert sum(stats["documents"].values()) == len(corpus) - 2 and stats["prepare_chunk"] == 9  # one was empty
+    assert stats["prepare_workers"] == 2 and "worker processes:" in res.output
     assert f"train: {stats['documents']['train']:,} documents" in res.output and stats["cache"] in res.output
     assert not stats["reused"] and stats["peak_rss_mb"] > 0 and stats["vocabulary"] > 3
     again = CliRunner().invoke(app, [*args, "--set", "min_count=2"])  # the chunk size is not in the cache key
@@ -248,3 +253,26 @@ def test_a_streamed_file_whose_label_sets_start_late(tmp_path):
     streamed = prepare_paths(tmp_path / "train.jsonl", settings=settings, use_cache=False)
     assert streamed.labels.multi_label
     _same(one_shot(read_corpus(tmp_path / "train.jsonl"), settings=settings), streamed)
+
+
+def test_workers_split_each_chunk_and_run_their_tokenizer_on_one_thread(monkeypatch):
+    from docattn.data.chunked import ChunkPool, _one_tokenizer_thread
+
+    with ChunkPool(0, 1000) as here, ChunkPool(2, 1000) as two, ChunkPool(3, 1000) as three:
+        assert (here.piece, two.piece, three.piece) == (1000, 500, 334)  # one chunk keeps every worker busy
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    _one_tokenizer_thread()
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")  # the user's own choice stands
+    _one_tokenizer_thread()
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
+
+
+def test_a_runs_recorded_preparation_settings_do_not_come_back():
+    recorded = DataSettings(min_count=3, prepare_chunk=50, prepare_workers=4).to_json()
+    loaded = DataSettings.from_json(recorded)
+    assert loaded.min_count == 3 and (loaded.prepare_chunk, loaded.prepare_workers) == (10_000, 0)
+    with pytest.raises(ConfigError, match="prepare_workers must be a whole number >= 0"):
+        DataSettings(prepare_workers=-1)
+    with pytest.raises(ConfigError, match="prepare_chunk must be a whole number >= 1"):
+        DataSettings(prepare_chunk=0)

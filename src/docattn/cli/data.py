@@ -150,7 +150,7 @@ def data_prepare(
     console.print(f"cache: {where}{' (reused: it was already there)' if stats['reused'] else ''}")
     console.print(
         f"{stats['seconds']:.1f} s, peak memory {own:,.0f} MB"
-        + (f" (worker processes: {workers:,.0f} MB each at most)" if settings.prepare_workers > 1 else "")
+        + (f" (worker processes: {workers:,.0f} MB each at most)" if settings.prepare_workers else "")
     )
     print_skipped(console, prepared.info)
     if out_stats is not None:

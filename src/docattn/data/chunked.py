@@ -11,7 +11,8 @@ Two passes over each input, each one chunk of documents at a time, and one over 
 3. from the counts, the vocabulary ``Vocabulary.build`` gives (word counts do not depend on the order they
    arrive in), and every token rewritten to its id there (``_remap_file``), which is numpy only.
 
-Splitting, counting and encoding run in ``workers`` processes when asked, so they use every core; chunks come
+Splitting, counting and encoding run in ``workers`` processes when asked, one core each (their tokenizer on
+one thread), so they use every core without crowding it; chunks are cut into one piece per worker and come
 back in input order. Workers receive texts and settings and return words and arrays, never pickled objects of
 ours.
 """
@@ -238,19 +239,32 @@ def _process_chunk(job: tuple) -> tuple:
     return words, counts, encoded.tokens, encoded.sentence_offsets, encoded.document_offsets
 
 
+def _one_tokenizer_thread() -> None:
+    """A worker's start: its tokenizer runs on one thread (unless the user set TOKENIZERS_PARALLELISM), since
+    the workers already take a core each and the tokenizer's own threads would only crowd them."""
+    import os
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
 class ChunkPool:
-    """``_process_chunk`` over jobs in ``workers`` processes (or in this one), results in job order, with at
+    """``_process_chunk`` over jobs in ``workers`` processes (0: in this one), results in job order, with at
     most two jobs per worker waiting, so a long input is never read ahead into memory."""
 
-    def __init__(self, workers: int = 1, chunk: int = 0):
-        self.workers, self.chunk, self.executor = max(int(workers), 1), chunk, None
-        if self.workers > 1:
+    def __init__(self, workers: int = 0, chunk: int = 0):
+        self.workers, self.chunk, self.executor = max(int(workers), 0), chunk, None
+        if self.workers:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
             # spawn: a forked child would inherit the tokenizer's thread pool, which deadlocks or runs serially
             context = multiprocessing.get_context("spawn")
-            self.executor = ProcessPoolExecutor(self.workers, mp_context=context)
+            self.executor = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_one_tokenizer_thread)
+
+    @property
+    def piece(self) -> int:
+        """Documents per job: a chunk split among the workers, so an input of one chunk keeps them all busy."""
+        return max(1, -(-self.chunk // max(self.workers, 1))) if self.chunk else 0
 
     def map(self, tagged_jobs: Iterable[tuple]) -> Iterator[tuple]:
         """(tag, result) for each (tag, job); tags stay in this process."""
@@ -264,7 +278,7 @@ class ChunkPool:
         try:
             for tag, job in tagged_jobs:
                 waiting.append((tag, self.executor.submit(_process_chunk, job)))
-                if len(waiting) >= 2 * self.workers:
+                if len(waiting) >= 2 * self.workers:  # two chunks' worth of pieces at most
                     tag, future = waiting.popleft()
                     yield tag, future.result()
             while waiting:
@@ -273,7 +287,7 @@ class ChunkPool:
         except BrokenProcessPool:  # killed by the system (out of memory, most often): one line, not a traceback
             raise DocattnError(
                 f"a preparation worker process died; try a smaller prepare_chunk (now {self.chunk}) or "
-                "prepare_workers=1"
+                "prepare_workers=0"
             ) from None
 
     def close(self) -> None:
@@ -287,14 +301,15 @@ class ChunkPool:
         self.close()
 
 
-def _jobs(chunk: Corpus, parts: np.ndarray, text_json: dict):
-    """One job per split present in the chunk, tagged with the split and documents."""
+def _jobs(chunk: Corpus, parts: np.ndarray, text_json: dict, piece: int = 0):
+    """Jobs of at most ``piece`` documents (0: any number) of one split each, in order, tagged with the split
+    and documents; the writers append them in this order, so the pieces give the arrays the chunk would."""
     for split in (TRAIN, VALID, TEST):
         picked = np.flatnonzero(parts == split)
-        if len(picked) == 0:
-            continue
-        sub = chunk if len(picked) == len(chunk) else chunk.subset(picked.tolist())
-        yield (split, sub), (sub.texts, sub.sentences, text_json)
+        for start in range(0, len(picked), piece or max(len(picked), 1)):
+            rows = picked[start : start + piece] if piece else picked
+            sub = chunk if len(rows) == len(chunk) else chunk.subset(rows.tolist())
+            yield (split, sub), (sub.texts, sub.sentences, text_json)
 
 
 # --------------------------------------------------------------------------- the passes
@@ -402,7 +417,7 @@ def encode_inputs(inputs, parts, text: TextConfig, label_map: LabelMap, pool: Ch
                 fixed = np.full(len(chunk), VALID if name == "valid" else TEST, dtype=np.int8)
                 chunk_parts = parts[start : start + len(chunk)] if name == "train" else fixed
                 start += len(chunk)
-                yield from _jobs(chunk, chunk_parts, text_json)
+                yield from _jobs(chunk, chunk_parts, text_json, pool.piece)
 
     for (split, sub), (chunk_words, counts, tokens, *offsets) in pool.map(tagged()):
         ids = words.add(chunk_words, counts, training=split == TRAIN)

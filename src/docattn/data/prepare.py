@@ -52,10 +52,10 @@ class DataSettings:
     max_batch_pairs: int | None = None
     # documents tokenized at a time: preparation's memory grows with this, not with the corpus
     prepare_chunk: int = 10_000
-    # processes that split sentences, count words and encode (1: this one); the tokenizer already uses the
-    # cores within a process, so more pay only for the cores it leaves idle (benchmarks/scale.py); a script
-    # asking for more guards its code with if __name__ == "__main__", as Python's multiprocessing needs
-    prepare_workers: int = 1
+    # worker processes that split sentences, count words and encode, one core each (0: this process, whose
+    # tokenizer spreads over the cores itself); a script asking for workers guards its code with
+    # if __name__ == "__main__", as Python's multiprocessing needs
+    prepare_workers: int = 0
 
     def __post_init__(self):
         if self.test_fraction is not None and not 0.0 < self.test_fraction < 1.0:
@@ -71,10 +71,10 @@ class DataSettings:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ConfigError(f"{name} must be a whole number >= 0 (0 or unset: no limit), got {value!r}")
         checked_fields(self)
-        for name in _RUNTIME:
+        for name, least in _RUNTIME.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigError(f"{name} must be a whole number >= {least}, got {value!r}")
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -83,17 +83,18 @@ class DataSettings:
 
     @classmethod
     def from_json(cls, data: dict) -> DataSettings:
-        data = dict(data)
+        """Settings a run recorded; how its preparation ran (``_RUNTIME``) is left to this session's defaults."""
+        data = {k: v for k, v in data.items() if k not in _RUNTIME}
         data["text"] = TextConfig.from_json(data.get("text", {}))
         return cls(**data)
 
     def encoding_key(self) -> dict:
         """The settings that change encoded arrays (truncation happens at batch time)."""
-        return {k: v for k, v in self.to_json().items() if k not in _LIMITS + _RUNTIME}
+        return {k: v for k, v in self.to_json().items() if k not in (*_LIMITS, *_RUNTIME)}
 
 
 _LIMITS = ("max_sentences", "max_words", "max_tokens", "max_batch_words", "max_batch_pairs")
-_RUNTIME = ("prepare_chunk", "prepare_workers")  # how preparation runs, never what it gives
+_RUNTIME = {"prepare_chunk": 1, "prepare_workers": 0}  # how preparation runs, never what it gives: least values
 
 
 @dataclass
