@@ -1,7 +1,7 @@
 """Preparation at scale (issue 36): time, peak memory, cache size and reload time from 25k to 1M documents,
 and HAN's training speed and memory over the cache.
 
-    python benchmarks/scale.py [--sizes 25000,100000,250000] [--workers 1,2] [--chunk 10000] [--train-steps 0]
+    python benchmarks/scale.py [--sizes 25000,100000,250000] [--workers 0,1,2] [--chunk 10000] [--train-steps 0]
                                [--name imdb]
 Builds CSV corpora of N documents from IMDB's 50,000 labelled reviews: document i is review i mod 50,000
 with its sentences in a seeded shuffled order and "copy k" (k = i // 50,000) appended, so no two documents
@@ -127,7 +127,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=str(SHARED_DATA / "imdb" / "aclImdb.tar.gz"))
     ap.add_argument("--sizes", default="25000,100000,250000")
-    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--workers", default="0,1,2", help="worker processes per run (0: the preparing process alone)")
     ap.add_argument("--chunk", type=int, default=10_000)
     ap.add_argument("--train-steps", type=int, default=0, help="also train HAN this many steps (first workers only)")
     ap.add_argument("--name", default="imdb")
