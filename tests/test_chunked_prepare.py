@@ -261,8 +261,9 @@ def test_workers_split_each_chunk_and_run_their_tokenizer_on_one_thread(monkeypa
     with ChunkPool(0, 1000) as here, ChunkPool(2, 1000) as two, ChunkPool(3, 1000) as three:
         assert (here.piece, two.piece, three.piece) == (1000, 500, 334)  # one chunk keeps every worker busy
     monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
-    _one_tokenizer_thread()
-    assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    with ChunkPool(1, 10) as pool:  # what a started worker sees
+        assert pool.executor.submit(os.getenv, "TOKENIZERS_PARALLELISM").result() == "false"
+    assert "TOKENIZERS_PARALLELISM" not in os.environ  # this process keeps its tokenizer's threads
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")  # the user's own choice stands
     _one_tokenizer_thread()
     assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
