@@ -277,3 +277,28 @@ def test_a_runs_recorded_preparation_settings_do_not_come_back():
         DataSettings(prepare_workers=-1)
     with pytest.raises(ConfigError, match="prepare_chunk must be a whole number >= 1"):
         DataSettings(prepare_chunk=0)
+
+
+def test_a_long_preparation_in_one_process_names_the_idle_cores(monkeypatch):
+    from docattn import threads
+    from docattn.cli.report import WORKER_HINT_SECONDS, print_worker_hint
+
+    class Lines(list):
+        def print(self, line):
+            self.append(line)
+
+    def said(info, workers=0, cores=8):
+        monkeypatch.setattr(threads, "usable_cores", lambda: cores)
+        lines = Lines()
+        print_worker_hint(lines, info, workers)
+        return lines
+
+    long = {"seconds": WORKER_HINT_SECONDS + 5}
+    assert said(long) == [
+        f"note: preparing took {WORKER_HINT_SECONDS + 5:.0f} s in one process; --set prepare_workers=8 prepares "
+        "with one process per core (the same arrays)"
+    ]
+    assert not said(long, workers=2)  # the user asked for workers
+    assert not said(long, cores=2)  # the tokenizer already keeps about 1.6 of 2 cores busy
+    assert not said({**long, "reused": True})  # nothing was prepared
+    assert not said({"seconds": WORKER_HINT_SECONDS - 1})  # starting processes would not pay

@@ -11,7 +11,7 @@ import typer
 
 from docattn.cli.app import data_app
 from docattn.cli.options import Reader, reads_documents
-from docattn.cli.report import print_skipped
+from docattn.cli.report import print_skipped, print_worker_hint
 from docattn.data.sources import resolve_source
 
 
@@ -153,6 +153,7 @@ def data_prepare(
         + (f" (worker processes: {workers:,.0f} MB each at most)" if settings.prepare_workers else "")
     )
     print_skipped(console, prepared.info)
+    print_worker_hint(console, prepared.info, settings.prepare_workers)
     if out_stats is not None:
         from docattn.data.files import write_json
 

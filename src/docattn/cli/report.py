@@ -2,6 +2,23 @@
 
 from __future__ import annotations
 
+WORKER_HINT_SECONDS = 30.0  # a preparation this long in one process: worker processes (about a second to start) pay
+
+
+def print_worker_hint(console, info: dict, workers: int) -> None:
+    """Where a long preparation ran in this process on a machine with more cores than its tokenizer fills
+    (about 1.6 of them), say how to use them all next time; the cache it wrote serves either way."""
+    from docattn.threads import usable_cores
+
+    cores = usable_cores()
+    took = float(info.get("seconds") or 0.0)
+    if workers or info.get("reused") or cores <= 2 or took < WORKER_HINT_SECONDS:
+        return
+    console.print(
+        f"note: preparing took {took:.0f} s in one process; --set prepare_workers={cores} prepares with one process "
+        "per core (the same arrays)"
+    )
+
 
 def data_line(data) -> str:
     """``data: 400 documents (train 252, valid 28, test 120), vocabulary 1,203 words, 2 classes (cache: ...)``."""

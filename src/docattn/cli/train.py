@@ -11,7 +11,14 @@ import typer
 
 from docattn.cli.app import app, console
 from docattn.cli.options import SETS_HELP, Reader, check_out, model_name, option, parse_sets, reads_documents
-from docattn.cli.report import data_line, human_epoch, note_unused_options, print_skipped, print_training
+from docattn.cli.report import (
+    data_line,
+    human_epoch,
+    note_unused_options,
+    print_skipped,
+    print_training,
+    print_worker_hint,
+)
 from docattn.config_file import ALIASES, TRAIN_KEYS, FileConfig
 from docattn.data.sources import parse_value
 from docattn.data.sources import resolve_source as _resolve
@@ -365,6 +372,7 @@ def _train_into(log, clf, out: Path, train: str, valid, test, reader: Reader, no
     )
     log.print(data_line(data))
     print_skipped(log, data.info)
+    print_worker_hint(log, data.info, clf.data_settings.prepare_workers)
     if data.info.get("cache_error"):
         log.print(
             f"note: the encoded corpus is not cached ({data.info['cache_error']}; $DOCATTN_CACHE picks another folder)"
