@@ -251,7 +251,7 @@ class ChunkPool:
     """``_process_chunk`` over jobs in ``workers`` processes (0: in this one), results in job order, with at
     most two jobs per worker waiting, so a long input is never read ahead into memory."""
 
-    def __init__(self, workers: int = 0, chunk: int = 0):
+    def __init__(self, workers: int = 0, chunk: int = 10_000):
         self.workers, self.chunk, self.executor = max(int(workers), 0), chunk, None
         if self.workers:
             import multiprocessing
@@ -264,7 +264,7 @@ class ChunkPool:
     @property
     def piece(self) -> int:
         """Documents per job: a chunk split among the workers, so an input of one chunk keeps them all busy."""
-        return max(1, -(-self.chunk // max(self.workers, 1))) if self.chunk else 0
+        return max(1, -(-self.chunk // max(self.workers, 1)))
 
     def map(self, tagged_jobs: Iterable[tuple]) -> Iterator[tuple]:
         """(tag, result) for each (tag, job); tags stay in this process."""
@@ -301,13 +301,13 @@ class ChunkPool:
         self.close()
 
 
-def _jobs(chunk: Corpus, parts: np.ndarray, text_json: dict, piece: int = 0):
-    """Jobs of at most ``piece`` documents (0: any number) of one split each, in order, tagged with the split
-    and documents; the writers append them in this order, so the pieces give the arrays the chunk would."""
+def _jobs(chunk: Corpus, parts: np.ndarray, text_json: dict, piece: int):
+    """Jobs of at most ``piece`` documents of one split each, in order, tagged with the split and documents;
+    the writers append them in this order, so the pieces give the arrays the chunk would."""
     for split in (TRAIN, VALID, TEST):
         picked = np.flatnonzero(parts == split)
-        for start in range(0, len(picked), piece or max(len(picked), 1)):
-            rows = picked[start : start + piece] if piece else picked
+        for start in range(0, len(picked), piece):
+            rows = picked[start : start + piece]
             sub = chunk if len(rows) == len(chunk) else chunk.subset(rows.tolist())
             yield (split, sub), (sub.texts, sub.sentences, text_json)
 
