@@ -5,7 +5,8 @@
 
 The server runs in its own process on 127.0.0.1 (never another address); each client sends synthetic
 documents (one per request unless told) to /predict and waits for the answer before the next. Both loops
-are bounded by time and by count. Throughput (documents/s), latency p50/p95/p99 and errors go to
+are bounded by time and by count. Throughput (documents/s), latency p50/p95/p99, errors and the CPU the server's
+processes and the whole machine used (cores busy, server ms a request; Linux /proc) go to
 benchmarks/results/serve_load.json with the machine and the command, beside two bounds: the model alone
 (the run's predict_proba in this process, on batches of what the clients keep in flight, at the server's
 threads and on every core) and the HTTP stack alone (the same clients on GET /health for 10 s).
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -145,6 +147,46 @@ async def load(
     }
 
 
+def _tree_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) of process ``pid`` and its living children, from /proc (None elsewhere)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    try:
+        while todo:
+            p = todo.pop()
+            stat = Path(f"/proc/{p}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()  # the name may hold spaces; fields from state on
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    except (OSError, ValueError):
+        return None
+    return total
+
+
+def _machine_busy_s() -> float | None:
+    """CPU seconds every core of the machine has spent busy since boot (/proc/stat), None elsewhere."""
+    try:
+        cpu = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = cpu[3] + cpu[4]  # idle, iowait
+    return (sum(cpu[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+async def measured_load(server: subprocess.Popen, *args, **kwargs) -> dict:
+    """``load(*args)``, with the CPU the server's processes and the whole machine used meanwhile: where the
+    cores went, so a figure under a target says whether the machine or the waiting between turns bounds it."""
+    server0, machine0, t0 = _tree_cpu_s(server.pid), _machine_busy_s(), time.perf_counter()
+    result = await load(*args, **kwargs)
+    server1, machine1, wall = _tree_cpu_s(server.pid), _machine_busy_s(), time.perf_counter() - t0
+    if None not in (server0, server1, machine0, machine1):
+        result["server_cores"] = round((server1 - server0) / wall, 2)
+        result["server_cpu_ms_per_request"] = round(1000 * (server1 - server0) / max(result["requests"], 1), 3)
+        result["machine_busy_cores"] = round((machine1 - machine0) / wall, 2)
+    return result
+
+
 def model_alone(run: Path, texts: list[str], batch: int, torch_threads: int, seconds: float = 10) -> dict:
     """The served run's own predict_proba, in this process on ``torch_threads``, on batches of what the clients
     keep in flight at once: the most a server could pass on with no HTTP and no clients beside it."""
@@ -194,10 +236,16 @@ def main() -> None:
         try:
             modes[mode] = {
                 "micro_batch_ms": batch_ms,
-                **asyncio.run(load(port, texts, args.clients, args.seconds, args.max_requests, args.docs_per_request)),
+                **asyncio.run(
+                    measured_load(
+                        server, port, texts, args.clients, args.seconds, args.max_requests, args.docs_per_request
+                    )
+                ),
             }
             if mode == "micro_batching_on":  # the HTTP stack alone: the same clients on GET /health, 10 s
-                health = asyncio.run(load(port, texts, args.clients, 10, args.max_requests, path="/health"))
+                health = asyncio.run(
+                    measured_load(server, port, texts, args.clients, 10, args.max_requests, path="/health")
+                )
                 print("health", health, flush=True)
         finally:
             server.terminate()
