@@ -251,7 +251,7 @@ class ChunkPool:
     """``_process_chunk`` over jobs in ``workers`` processes (0: in this one), results in job order, with at
     most two jobs per worker waiting, so a long input is never read ahead into memory."""
 
-    def __init__(self, workers: int = 0, chunk: int = 10_000):
+    def __init__(self, workers: int, chunk: int):
         self.workers, self.chunk, self.executor = max(int(workers), 0), chunk, None
         if self.workers:
             import multiprocessing
