@@ -508,7 +508,10 @@ def test_serve_hands_its_options_to_the_server(trained_run, monkeypatch):
         "workers": 1,
         "api_key": "k",
         "micro_batch_ms": 5.0,
+        "model_processes": None,  # serve() decides: one per usable core, shared among the workers
     }
+    res = CliRunner().invoke(app, ["serve", str(trained_run / "run"), "--model-processes", "0"])
+    assert res.exit_code == 0 and seen["model_processes"] == 0
 
 
 def test_faithfulness_is_kept_in_the_run_and_reported_by_its_card(trained_run):

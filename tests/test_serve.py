@@ -145,7 +145,7 @@ def test_malformed_json_and_oversized_bodies(client):
 
 
 def test_api_key(runs):
-    app = create_app([runs["han"]], api_key="s3cret", micro_batch_ms=0)
+    app = create_app([runs["han"]], api_key="s3cret", micro_batch_ms=0, model_processes=0)
     with TestClient(app) as c:
         assert c.post("/predict", json={"text": DOC}).status_code == 401
         assert c.post("/predict", json={"text": DOC}, headers={"X-API-Key": "wrong"}).status_code == 401
@@ -238,3 +238,64 @@ def test_micro_batching_runs_a_full_batch_at_once_and_passes_errors_on():
 
     assert len(asyncio.run(run())) == 2
     assert all(n == 4 and name.startswith("model") for n, name in seen)  # never on the event loop's thread
+
+
+def test_model_processes_answer_as_the_classifier_does_and_survive_a_bad_batch(runs, tmp_path):
+    from docattn.classifier import DocumentClassifier
+    from docattn.errors import DocattnError
+    from docattn.serve.process import ModelProcesses
+
+    docs = [DOC, "short", "The acting was superb."]
+    pool = ModelProcesses({"han": runs["han"], "logreg": runs["logreg"]}, count=2, torch_threads=1)
+    try:
+        for name in ("han", "logreg"):
+            expected = DocumentClassifier.load(runs[name]).predict_proba(docs)
+            np.testing.assert_allclose(pool.predict_proba(name, docs), expected, atol=1e-6)
+        with pytest.raises(DocattnError):  # a batch that fails fails alone
+            pool.predict_proba("han", [["a sentence list"], "beside a string"])
+        assert pool.predict_proba("han", docs).shape == expected.shape  # the child still serves
+    finally:
+        pool.close()
+    assert all(p is not None for p in [c.proc.poll() for c in pool._children])  # closed: every child ended
+    with pytest.raises(DocattnError, match="not a run directory"):
+        ModelProcesses({"gone": tmp_path / "missing"})
+
+
+def test_a_dead_model_process_is_a_one_line_503(runs):
+    import os
+    import signal
+
+    app = create_app([runs["han"]], model_processes=1)
+    with TestClient(app) as c:
+        assert c.post("/predict", json={"text": DOC}).status_code == 200
+        (pid,) = app.state.model_processes.pids
+        os.kill(pid, signal.SIGKILL)
+        r = c.post("/predict", json={"text": DOC})
+        assert r.status_code == 503 and r.json()["error"].startswith("a model process exited")
+        assert c.post("/predict", json={"text": DOC}).json()["error"].startswith("the model processes exited")
+        assert c.post("/explain", json={"text": DOC}).status_code == 200  # explanations run in the server process
+
+
+def test_eager_batches_start_at_once_and_gather_while_every_slot_computes():
+    calls, running, most = [], [], [0]
+
+    def predict(docs):
+        running.append(1)
+        most[0] = max(most[0], len(running))
+        calls.append(len(docs))
+        time.sleep(0.2)
+        running.pop()
+        return np.zeros((len(docs), 2))
+
+    async def load(depth):
+        batcher = MicroBatcher(predict, ThreadPoolExecutor(4), wait_ms=10_000, max_documents=8, depth=depth, eager=True)
+        first = [asyncio.ensure_future(batcher.submit([f"a{i}"])) for i in range(depth)]
+        await asyncio.sleep(0.05)  # every slot computes: these wait, then go as one batch
+        later = [asyncio.ensure_future(batcher.submit([f"d{i}"])) for i in range(5)]
+        await asyncio.wait_for(asyncio.gather(*first, *later), 5)  # far sooner than the 10 s wait
+
+    asyncio.run(load(1))
+    assert calls == [1, 5] and most[0] == 1
+    calls.clear()
+    asyncio.run(load(2))
+    assert calls == [1, 1, 5] and most[0] == 2  # two batches at once, one per model process

@@ -25,7 +25,17 @@ def serve(
         help="Require this key in an X-API-Key (or Authorization: Bearer) header; also read from $DOCATTN_API_KEY.",
     ),
     micro_batch_ms: float = typer.Option(
-        5.0, "--micro-batch-ms", help="Gather concurrent requests this many milliseconds into one batch (0: off)."
+        5.0,
+        "--micro-batch-ms",
+        help="With --model-processes 0, gather concurrent requests this many milliseconds into one batch "
+        "(0: off, everywhere; model processes batch whatever waits as soon as one is free).",
+    ),
+    model_processes: int | None = typer.Option(
+        None,
+        "--model-processes",
+        show_default="one per usable core, shared among the workers",
+        help="Processes that compute predictions, each with its own copy of the runs, while the server process "
+        "answers HTTP (0: in the server process).",
     ),
 ):
     """Serve runs over HTTP: POST /predict and /explain, GET /models, /health, a web page at / and docs at /docs."""
@@ -33,7 +43,15 @@ def serve(
 
     names = ", ".join(p.name for p in runs)
     console().print(f"serving {names} on http://{host}:{port} (web page at /, API docs at /docs); Ctrl-C stops")
-    run(runs, host=host, port=port, workers=workers, api_key=api_key, micro_batch_ms=micro_batch_ms)
+    run(
+        runs,
+        host=host,
+        port=port,
+        workers=workers,
+        api_key=api_key,
+        micro_batch_ms=micro_batch_ms,
+        model_processes=model_processes,
+    )
 
 
 @app.command()

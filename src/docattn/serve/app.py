@@ -14,7 +14,9 @@ This module imports fastapi: ``docattn.serve`` imports it only when an app is bu
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -123,29 +125,55 @@ def create_app(
     max_body_bytes: int = 4 << 20,
     threads: int = 2,
     torch_threads: int | None = None,
+    model_processes: int | None = None,
 ):
     """A FastAPI app serving the runs in ``runs`` (each loaded once, here, so a bad run fails before serving).
 
-    ``micro_batch_ms``: how long a request waits for others to share its batch (0: no batching);
-    ``threads``: the worker threads models run in (the event loop never runs a model); ``torch_threads``: PyTorch's
-    intra-op threads for this process (None: its default; 1 serves best on busy shared cores, see serve_load.py).
+    ``model_processes``: processes that answer /predict, each with its own copy of the runs, so the model
+    computes while this process answers HTTP (None: one per usable core; 0: in this process, in its worker
+    threads). ``micro_batch_ms``: how long a request waits for others to share its batch in this process (0: no
+    batching); model processes take whatever waits as soon as one is free. ``threads``: the worker threads
+    (the event loop never runs a model); ``torch_threads``: PyTorch's intra-op threads in each process that
+    computes (None: its default here, the cores shared out among model processes; 1 serves best on busy
+    shared cores, see serve_load.py).
     """
     from docattn.serve.batching import MicroBatcher
     from docattn.serve.runs import ServedRun, unique_names
+    from docattn.threads import usable_cores
     from docattn.version import __version__
 
     if not runs:
         raise DocattnError("serve needs at least one run folder")
+    if model_processes is None:
+        model_processes = usable_cores() if os.name == "posix" else 0
+    if model_processes < 0:
+        raise DocattnError(f"model_processes must be 0 (this process) or more, got {model_processes}")
+    if model_processes and os.name != "posix":
+        raise DocattnError("model processes talk over inherited pipes, which need Linux or macOS: use 0")
     limits = Limits(max_chars, max_documents, max_body_bytes)
     if torch_threads:
         import torch
 
         torch.set_num_threads(torch_threads)
     served = {name: ServedRun.load(name, Path(p)) for name, p in zip(unique_names([Path(p) for p in runs]), runs)}
-    executor = ThreadPoolExecutor(max_workers=max(threads, 1), thread_name_prefix="docattn-model")
+    # a thread per model process, and one more so /explain never waits for a thread
+    executor = ThreadPoolExecutor(max_workers=max(threads, model_processes + 1), thread_name_prefix="docattn-model")
+    predictor = None
+    if model_processes:
+        from docattn.serve.process import ModelProcesses
+
+        each = torch_threads or max(usable_cores() // model_processes, 1)
+        predictor = ModelProcesses({name: run.path for name, run in served.items()}, model_processes, each)
     # one batcher per run and kind of document: raw strings and sentence lists cannot share a corpus
     batchers = {
-        (name, listed): MicroBatcher(run.predict_proba, executor, micro_batch_ms, max_documents)
+        (name, listed): MicroBatcher(
+            run.predict_proba if predictor is None else functools.partial(predictor.predict_proba, name),
+            executor,
+            micro_batch_ms,
+            max_documents,
+            depth=max(model_processes, 1),
+            eager=predictor is not None,
+        )
         for name, run in served.items()
         for listed in (False, True)
     }
@@ -154,6 +182,8 @@ def create_app(
     async def lifespan(_app):
         yield
         executor.shutdown(wait=False)  # the server stops: no thread is left waiting for work
+        if predictor is not None:
+            predictor.close()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -162,7 +192,7 @@ def create_app(
         description="Attention-based document classification: "
         "predictions and their explanations from trained docattn runs.",
     )
-    app.state.executor, app.state.runs = executor, served
+    app.state.executor, app.state.runs, app.state.model_processes = executor, served, predictor
     _guard(app, api_key)
     _api_routes(app, served, batchers, limits, executor)
     _static_routes(app)
@@ -172,6 +202,7 @@ def create_app(
 
 def _guard(app, api_key: str | None) -> None:
     """The API key check and the error handlers that make every error one line of JSON."""
+    from docattn.serve.process import ModelProcessGone
 
     async def check_key(request: Request, call_next):
         path = request.url.path
@@ -196,6 +227,10 @@ def _guard(app, api_key: str | None) -> None:
             {"error": f"malformed request: {where + ': ' if where else ''}{first.get('msg', 'invalid')}"},
             status_code=422,
         )
+
+    @app.exception_handler(ModelProcessGone)
+    async def gone(request, err):
+        return JSONResponse({"error": str(err)}, status_code=503)
 
     @app.exception_handler(DocattnError)
     async def docattn_error(request, err):
@@ -295,25 +330,36 @@ def serve(
     workers: int = 1,
     api_key: str | None = None,
     micro_batch_ms: float = 5,
+    model_processes: int | None = None,
     **limits,
 ) -> None:
-    """Serve ``runs`` with uvicorn until stopped. ``workers`` > 1 starts that many processes, each loading the runs."""
+    """Serve ``runs`` with uvicorn until stopped. ``workers`` > 1 starts that many processes, each loading the runs;
+    ``model_processes`` is per worker (None: the usable cores shared out among the workers)."""
     try:
         import uvicorn
     except ImportError:
         raise DocattnError("serving needs fastapi and uvicorn: pip install 'docattn[serve]'") from None
+    from docattn.threads import usable_cores
+
     if workers < 1:
         raise DocattnError(f"workers must be at least 1, got {workers}")
+    if model_processes is None and os.name == "posix":
+        model_processes = max(usable_cores() // workers, 1)
     if workers == 1:
-        app = _frozen(create_app(runs, api_key, micro_batch_ms, **limits))
+        app = _frozen(create_app(runs, api_key, micro_batch_ms, model_processes=model_processes, **limits))
         uvicorn.run(app, host=host, port=port, log_level="info")
         return
     import json
-    import os
 
     # worker processes build the app from the environment (uvicorn imports a factory by name)
     os.environ["DOCATTN_SERVE"] = json.dumps(
-        {"runs": [str(p) for p in runs], "api_key": api_key, "micro_batch_ms": micro_batch_ms, **limits}
+        {
+            "runs": [str(p) for p in runs],
+            "api_key": api_key,
+            "micro_batch_ms": micro_batch_ms,
+            "model_processes": model_processes,
+            **limits,
+        }
     )
     uvicorn.run("docattn.serve.app:app_from_environment", factory=True, host=host, port=port, workers=workers)
 
@@ -321,7 +367,6 @@ def serve(
 def app_from_environment():
     """``serve(workers=N)``'s factory: the settings ``serve`` put in $DOCATTN_SERVE."""
     import json
-    import os
 
     settings = json.loads(os.environ["DOCATTN_SERVE"])
     return _frozen(create_app([Path(p) for p in settings.pop("runs")], settings.pop("api_key"), **settings))

@@ -1,17 +1,20 @@
-"""Micro-batching: requests arriving within a few milliseconds of each other share one forward pass.
+"""Micro-batching: requests arriving close together share one forward pass.
 
 A model's cost per batch is mostly fixed overhead on small requests, so 32 single-document requests
-gathered into one batch take little longer than one. The first request of a batch starts a timer of
-``wait_ms``; the batch runs when the timer fires or when it holds ``max_documents``, in a worker
-thread, so the event loop keeps accepting requests meanwhile. One batch runs at a time: requests that
-arrive while it runs wait for it, and the next batch starts ``wait_ms`` after it ends, so that the clients
-it answered can join (timer slices would otherwise queue behind the run's lock as many small batches, each
-paying a forward pass's fixed cost). ``wait_ms=0`` runs each request alone.
+gathered into one batch take little longer than one. Batches run in worker threads, so the event loop
+keeps accepting requests meanwhile, at most ``depth`` at once. With a model in processes of its own
+(``eager``) a free slot takes every waiting request at once. In the server's own process the first
+request of a batch starts a timer of ``wait_ms``, and the batch runs when it fires or holds
+``max_documents``; requests that arrive while it runs wait for it, and the next batch starts ``wait_ms``
+after it ends, so that the clients it answered can join (timer slices would otherwise queue behind the
+run's lock as many small batches, each paying a forward pass's fixed cost). ``wait_ms=0`` runs each
+request alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from concurrent.futures import Executor
 
@@ -19,19 +22,35 @@ import numpy as np
 
 
 class MicroBatcher:
-    """Gathers ``submit(documents)`` calls into calls of ``predict(all documents) -> (n, C) array``."""
+    """Gathers ``submit(documents)`` calls into calls of ``predict(all documents) -> (n, C) array``.
+
+    ``depth``: batches computed at once (one per model process; 1 in the server's own process).
+    ``eager``: a batch starts as soon as a slot is free, with whatever is waiting. That suits a model in
+    processes of its own: requests gather while every slot computes, so batches grow with the load, and
+    no slot idles while the server answers the batch before. In the server's own process the model and
+    the event loop share one GIL, so there a batch starts ``wait_ms`` after its first request, or after
+    the batch before ends.
+    """
 
     def __init__(
-        self, predict: Callable[[list], np.ndarray], executor: Executor, wait_ms: float = 5.0, max_documents: int = 256
+        self,
+        predict: Callable[[list], np.ndarray],
+        executor: Executor,
+        wait_ms: float = 5.0,
+        max_documents: int = 256,
+        depth: int = 1,
+        eager: bool = False,
     ):
         self.predict = predict
         self.executor = executor
         self.wait_s = max(float(wait_ms), 0.0) / 1000.0
         self.max_documents = max_documents
+        self.depth = max(int(depth), 1)
+        self.eager = eager
         self._pending: list[tuple[list, asyncio.Future]] = []
         self._count = 0
         self._timer: asyncio.TimerHandle | None = None
-        self._running: asyncio.Task | None = None  # the batch in flight, kept so it is not collected mid-flight
+        self._running = 0  # batches in flight
 
     async def submit(self, documents: list) -> np.ndarray:
         loop = asyncio.get_running_loop()
@@ -40,8 +59,8 @@ class MicroBatcher:
         future = loop.create_future()
         self._pending.append((documents, future))
         self._count += len(documents)
-        if self._running is None:  # otherwise the batch in flight starts this one when it ends
-            if self._count >= self.max_documents:
+        if self._running < self.depth:  # otherwise a batch in flight starts this one when it ends
+            if self._count >= self.max_documents or self.eager:
                 self._flush()
             elif self._timer is None:
                 self._timer = loop.call_later(self.wait_s, self._flush)
@@ -51,7 +70,7 @@ class MicroBatcher:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._running is not None or not self._pending:
+        if self._running >= self.depth or not self._pending:
             return
         # whole requests up to max_documents (at least one); the rest wait for the next batch
         taken, total = 1, len(self._pending[0][0])
@@ -60,28 +79,29 @@ class MicroBatcher:
             taken += 1
         batch, self._pending = self._pending[:taken], self._pending[taken:]
         self._count -= total
-        self._running = asyncio.get_running_loop().create_task(self._run(batch))
-        self._running.add_done_callback(self._next)
-
-    def _next(self, _task: asyncio.Task) -> None:
-        self._running = None
-        if self._count >= self.max_documents:
-            self._flush()
-        elif self._pending and self._timer is None:
-            # the clients just answered send again within the wait: their requests join the ones
-            # that arrived meanwhile, rather than wait behind a batch of those few
-            self._timer = asyncio.get_running_loop().call_later(self.wait_s, self._flush)
-
-    async def _run(self, batch: list[tuple[list, asyncio.Future]]) -> None:
+        self._running += 1
+        # handed to a worker thread now, not at the loop's next turn
         documents = [d for docs, _ in batch for d in docs]
-        try:
-            probs = await asyncio.get_running_loop().run_in_executor(self.executor, self.predict, documents)
-        except Exception as err:  # every request of the batch gets the error (inputs were checked before)
+        done = asyncio.get_running_loop().run_in_executor(self.executor, self.predict, documents)
+        done.add_done_callback(functools.partial(self._answer, batch))
+
+    def _answer(self, batch: list[tuple[list, asyncio.Future]], done: asyncio.Future) -> None:
+        self._running -= 1
+        # the next batch starts before this one's clients are answered, so the model does not wait on them
+        if self._pending and self._timer is None:
+            if self._count >= self.max_documents or self.eager:
+                self._flush()
+            else:
+                # one batch at a time: the clients about to be answered send again within the wait, and their
+                # requests join the ones that arrived meanwhile rather than wait behind a batch of those few
+                self._timer = asyncio.get_running_loop().call_later(self.wait_s, self._flush)
+        err = done.exception()
+        if err is not None:  # every request of the batch gets the error (inputs were checked before)
             for _, future in batch:
                 if not future.done():
                     future.set_exception(err)
             return
-        start = 0
+        probs, start = done.result(), 0
         for docs, future in batch:
             if not future.done():  # a client that went away cancelled its future
                 future.set_result(probs[start : start + len(docs)])
