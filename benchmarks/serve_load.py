@@ -1,7 +1,7 @@
 """Load test of ``docattn serve`` on loopback: N concurrent clients for T seconds, micro-batching on and off.
 
     python benchmarks/serve_load.py RUN [--clients 32] [--seconds 60] [--max-requests 200000] [--batch-ms 5]
-                                        [--docs-per-request 1] [--workers 1]
+                                        [--docs-per-request 1] [--workers 1] [--model-processes N]
 
 The server runs in its own process on 127.0.0.1 (never another address); each client sends synthetic
 documents (one per request unless told) to /predict and waits for the answer before the next. Both loops
@@ -38,10 +38,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(run: Path, port: int, batch_ms: float, torch_threads: int, workers: int) -> subprocess.Popen:
+def start_server(
+    run: Path, port: int, batch_ms: float, torch_threads: int, workers: int, model_processes: int | None
+) -> subprocess.Popen:
     code = (
         f"from docattn.serve import serve; serve([{str(run)!r}], host={HOST!r}, port={port}, "
-        f"micro_batch_ms={batch_ms}, torch_threads={torch_threads}, workers={workers})"
+        f"micro_batch_ms={batch_ms}, torch_threads={torch_threads}, workers={workers}, "
+        f"model_processes={model_processes!r})"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     import httpx
@@ -216,6 +219,9 @@ def main() -> None:
     ap.add_argument("--torch-threads", type=int, default=1, help="the server's PyTorch threads")
     ap.add_argument("--docs-per-request", type=int, default=1, help="documents in each request's body")
     ap.add_argument("--workers", type=int, default=1, help="server processes (docattn serve --workers)")
+    ap.add_argument(
+        "--model-processes", type=int, default=None, help="serve --model-processes (0: the server's own; default: its)"
+    )
     ap.add_argument("--name", default="serve_load", help="result file name under benchmarks/results")
     args = ap.parse_args()
     if not 1 <= args.clients <= 1024 or not 0 < args.seconds <= 3600 or not 1 <= args.docs_per_request <= 256:
@@ -232,7 +238,7 @@ def main() -> None:
     modes = {}
     for mode, batch_ms in (("micro_batching_on", args.batch_ms), ("micro_batching_off", 0.0)):
         port = free_port()
-        server = start_server(args.run, port, batch_ms, args.torch_threads, args.workers)
+        server = start_server(args.run, port, batch_ms, args.torch_threads, args.workers, args.model_processes)
         try:
             modes[mode] = {
                 "micro_batch_ms": batch_ms,
@@ -258,6 +264,9 @@ def main() -> None:
             "clients": args.clients,
             "torch_threads": args.torch_threads,
             "server_processes": args.workers,
+            "model_processes": max(usable_cores() // args.workers, 1)
+            if args.model_processes is None
+            else args.model_processes,
             "seconds_per_mode": args.seconds,
             "documents_per_request": args.docs_per_request,
             "modes": modes,
