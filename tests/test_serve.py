@@ -299,3 +299,33 @@ def test_eager_batches_start_at_once_and_gather_while_every_slot_computes():
     calls.clear()
     asyncio.run(load(2))
     assert calls == [1, 1, 5] and most[0] == 2  # two batches at once, one per model process
+
+
+def test_a_free_slot_waits_for_its_share_while_another_computes_but_not_past_the_wait():
+    calls, finished = [], []
+
+    def predict(docs):
+        calls.append(len(docs))
+        time.sleep(0.3 if docs[0] == "big" else 0.05)
+        return np.zeros((len(docs), 2))
+
+    async def load(wait_ms, n):
+        batcher = MicroBatcher(predict, ThreadPoolExecutor(4), wait_ms=wait_ms, max_documents=64, depth=2, eager=True)
+
+        async def submit(docs):
+            await batcher.submit(docs)
+            finished.append(docs[0])
+
+        big = asyncio.ensure_future(submit(["big"] * 6))  # no slot computes: it starts at once
+        await asyncio.sleep(0.05)
+        trickle = []
+        for i in range(n):  # the free slot waits until the waiting documents match the six computing
+            trickle.append(asyncio.ensure_future(submit([f"d{i}"])))
+            await asyncio.sleep(0.01)
+        await asyncio.wait_for(asyncio.gather(big, *trickle), 5)
+
+    asyncio.run(load(10_000, 8))
+    assert calls == [6, 6, 2] and finished[-1] == "d7"  # the last two waited for the big batch to end
+    calls.clear(), finished.clear()
+    asyncio.run(load(20, 2))
+    assert calls == [6, 2] and finished == ["d0", "d1", "big"]  # short of their share, they waited 20 ms

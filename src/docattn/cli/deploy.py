@@ -27,8 +27,8 @@ def serve(
     micro_batch_ms: float = typer.Option(
         5.0,
         "--micro-batch-ms",
-        help="With --model-processes 0, gather concurrent requests this many milliseconds into one batch "
-        "(0: off, everywhere; model processes batch whatever waits as soon as one is free).",
+        help="How long a request waits for others to share its batch (0: batching off); a model process waits "
+        "only while another computes.",
     ),
     model_processes: int | None = typer.Option(
         None,

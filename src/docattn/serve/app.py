@@ -131,8 +131,8 @@ def create_app(
 
     ``model_processes``: processes that answer /predict, each with its own copy of the runs, so the model
     computes while this process answers HTTP (None: one per usable core; 0: in this process, in its worker
-    threads). ``micro_batch_ms``: how long a request waits for others to share its batch in this process (0: no
-    batching); model processes take whatever waits as soon as one is free. ``threads``: the worker threads
+    threads). ``micro_batch_ms``: how long a request waits for others to share its batch (0: no batching);
+    a model process starts at once when no other computes. ``threads``: the worker threads
     (the event loop never runs a model); ``torch_threads``: PyTorch's intra-op threads in each process that
     computes (None: its default here, the cores shared out among model processes; 1 serves best on busy
     shared cores, see serve_load.py).
