@@ -66,7 +66,7 @@ class ModelProcesses:
             child.send(json.dumps({"run": name, "documents": documents}).encode())
             head = json.loads(child.receive())
             values = None if "error" in head else np.frombuffer(child.receive(), dtype=np.float64)
-        except (EOFError, OSError):
+        except (EOFError, OSError, ValueError):  # ValueError: the server closed the pipe while shutting down
             with self._alive_lock:
                 self._alive -= 1
                 if self._alive == 0:

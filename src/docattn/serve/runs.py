@@ -17,16 +17,16 @@ import numpy as np
 GRADIENT_VIEW = "gradient x input"
 
 
-def _jsonable(value):
+def jsonable(value):
     """A JSON-ready copy: class labels as strings in "probabilities", NaN and infinities as None."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, np.generic):
-        return _jsonable(value.item())
+        return jsonable(value.item())
     return value
 
 
@@ -64,7 +64,7 @@ class ServedRun:
             {"accuracy": best.get("val_acc"), "macro_f1": best.get("val_macro_f1")} if best else None
         )
         baseline = r.get("baseline") or {}
-        return _jsonable(
+        return jsonable(
             {
                 "name": self.name,
                 "model": self.clf.model_name,
@@ -102,7 +102,7 @@ class ServedRun:
             _add_gradient_view(items, self.clf, corpus)
         out = []
         for item in items:
-            ready = _jsonable(item)
+            ready = jsonable(item)
             if render_html:
                 ready["html"] = render_document(item)
             out.append(ready)
