@@ -240,10 +240,10 @@ def test_micro_batching_runs_a_full_batch_at_once_and_passes_errors_on():
     assert all(n == 4 and name.startswith("model") for n, name in seen)  # never on the event loop's thread
 
 
-def test_model_processes_answer_as_the_classifier_does_and_survive_a_bad_batch(runs, tmp_path):
+def test_model_processes_answer_as_the_classifier_does_and_outlive_a_bad_batch_and_a_dead_one(runs, tmp_path):
     from docattn.classifier import DocumentClassifier
     from docattn.errors import DocattnError
-    from docattn.serve.process import ModelProcesses
+    from docattn.serve.process import ModelProcesses, ModelProcessGone
 
     docs = [DOC, "short", "The acting was superb."]
     pool = ModelProcesses({"han": runs["han"], "logreg": runs["logreg"]}, count=2, torch_threads=1)
@@ -254,6 +254,17 @@ def test_model_processes_answer_as_the_classifier_does_and_survive_a_bad_batch(r
         with pytest.raises(DocattnError):  # a batch that fails fails alone
             pool.predict_proba("han", [["a sentence list"], "beside a string"])
         assert pool.predict_proba("han", docs).shape == expected.shape  # the child still serves
+        first = pool._idle.get()  # the child the next call would take: killed
+        pool._idle.put(first)
+        first.proc.kill()
+        first.proc.wait()
+        others = [c for c in pool._children if c is not first]
+        with pytest.raises(ModelProcessGone):
+            for _ in range(len(pool._children)):  # the dead one is reached within a round of the children
+                pool.predict_proba("han", docs)
+        for _ in range(3):  # the others keep serving
+            assert pool.predict_proba("han", docs).shape == expected.shape
+        assert all(c.proc.poll() is None for c in others)
     finally:
         pool.close()
     assert all(p is not None for p in [c.proc.poll() for c in pool._children])  # closed: every child ended
