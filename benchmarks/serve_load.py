@@ -40,7 +40,8 @@ def free_port() -> int:
 
 def start_server(
     run: Path, port: int, batch_ms: float, torch_threads: int, workers: int, model_processes: int | None
-) -> subprocess.Popen:
+) -> tuple[subprocess.Popen, dict]:
+    """The server, once it answers /health, and that answer."""
     code = (
         f"from docattn.serve import serve; serve([{str(run)!r}], host={HOST!r}, port={port}, "
         f"micro_batch_ms={batch_ms}, torch_threads={torch_threads}, workers={workers}, "
@@ -54,8 +55,9 @@ def start_server(
         if proc.poll() is not None:
             raise SystemExit(f"the server exited: {proc.stderr.read().decode()[-2000:]}")
         try:
-            if httpx.get(f"http://{HOST}:{port}/health", timeout=1).status_code == 200:
-                return proc
+            answer = httpx.get(f"http://{HOST}:{port}/health", timeout=1)
+            if answer.status_code == 200:
+                return proc, answer.json()
         except httpx.HTTPError:
             time.sleep(0.2)
     proc.kill()
@@ -238,7 +240,7 @@ def main() -> None:
     modes = {}
     for mode, batch_ms in (("micro_batching_on", args.batch_ms), ("micro_batching_off", 0.0)):
         port = free_port()
-        server = start_server(args.run, port, batch_ms, args.torch_threads, args.workers, args.model_processes)
+        server, ready = start_server(args.run, port, batch_ms, args.torch_threads, args.workers, args.model_processes)
         try:
             modes[mode] = {
                 "micro_batch_ms": batch_ms,
@@ -264,9 +266,7 @@ def main() -> None:
             "clients": args.clients,
             "torch_threads": args.torch_threads,
             "server_processes": args.workers,
-            "model_processes": max(usable_cores() // args.workers, 1)
-            if args.model_processes is None
-            else args.model_processes,
+            "model_processes": ready["model_processes"],  # per server process, as the server reports it
             "seconds_per_mode": args.seconds,
             "documents_per_request": args.docs_per_request,
             "modes": modes,

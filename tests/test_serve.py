@@ -153,6 +153,7 @@ def test_api_key(runs):
         assert c.get("/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
         assert c.get("/models").json()["error"].startswith("missing or wrong API key")
         assert c.get("/health").status_code == 200 and c.get("/").status_code == 200
+        assert c.get("/health").json()["model_processes"] == 0  # computed in the server process
 
 
 def test_a_bad_run_fails_before_serving(tmp_path):
@@ -279,6 +280,7 @@ def test_a_dead_model_process_is_a_one_line_503(runs):
     app = create_app([runs["han"]], model_processes=1)
     with TestClient(app) as c:
         assert c.post("/predict", json={"text": DOC}).status_code == 200
+        assert c.get("/health").json()["model_processes"] == 1
         (pid,) = app.state.model_processes.pids
         os.kill(pid, signal.SIGKILL)
         r = c.post("/predict", json={"text": DOC})

@@ -304,7 +304,13 @@ def _api_routes(app, served: dict, batchers: dict, limits: Limits, executor) -> 
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "models": list(served), "docattn_version": __version__}
+        pool = app.state.model_processes
+        return {
+            "status": "ok",
+            "models": list(served),
+            "model_processes": 0 if pool is None else len(pool.pids),  # per server process
+            "docattn_version": __version__,
+        }
 
 
 def _static_routes(app) -> None:
