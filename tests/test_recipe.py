@@ -134,7 +134,7 @@ def test_every_attention_family_hides_words_on_small_data_under_auto_unless_the_
 
 
 def test_words_start_beside_the_packaged_table_on_small_data_unless_the_user_set_them():
-    """HCAN and CSPAN (every variant) gained with the table beside word2vec under 2,000 documents, HAN under 1M
+    """HCAN (every variant) gained with the table beside word2vec under 2,000 documents, HAN and CSPAN under 1M
     training tokens."""
     small = {"embeddings": "word2vec+wordllama", "word_dropout": 0.3}
     for variant in ("han", "han-ave", "han-max", "hcan", "hcan-one-max", "can-two-target", "cspan", "cspan-big"):
@@ -151,26 +151,29 @@ def test_words_start_beside_the_packaged_table_on_small_data_unless_the_user_set
         assert "embeddings" not in sized(other, "auto", 900, {}, n_tokens=10_000), other
 
 
-def test_hans_words_start_beside_the_table_under_a_million_training_tokens():
-    """What word2vec learns of a word follows the text it reads: HAN reads the table beside it under FEW_TOKENS
-    training tokens, however many documents hold them, and not above, however few."""
+def test_han_and_cspan_words_start_beside_the_table_under_a_million_training_tokens():
+    """What word2vec learns of a word follows the text it reads: HAN and CSPAN read the table beside it under
+    FEW_TOKENS training tokens, however many documents hold them, and not above, however few."""
     from docattn.models import FEW_TOKENS
 
     table = {"embeddings": "word2vec+wordllama"}
-    for variant in ("han", "han-ave", "han-max"):
+    for variant in ("han", "han-ave", "han-max", "cspan", "cspan-big", "cspan-fusion-c"):
+        wider = {"hidden_size": 100} if variant.startswith("han") else {}
         assert sized(variant, "auto", 7_600, {}, n_tokens=60_000) == table, variant  # short titles
-        assert sized(variant, "auto", 50_000, {}, n_tokens=FEW_TOKENS - 1) == {**table, "hidden_size": 100}
+        assert sized(variant, "auto", 50_000, {}, n_tokens=FEW_TOKENS - 1) == {**table, **wider}, variant
         assert sized(variant, "auto", 1_500, {}, n_tokens=FEW_TOKENS) == {"word_dropout": 0.3}  # long documents
-        assert sized(variant, "auto", 4_000, {}, n_tokens=FEW_TOKENS) == {}
-    assert sized("han", "auto", 7_600, {"embeddings": "word2vec"}, n_tokens=60_000) == {}  # the user's option wins
-    assert sized("han", "paper", 7_600, {}, n_tokens=60_000) == {}
-    for other in ("hpan", "hsan", "sanet", "cspan", "kim-cnn"):  # theirs follow documents alone
+        assert sized(variant, "auto", 4_000, {}, n_tokens=FEW_TOKENS) == {}, variant
+    for model in ("han", "cspan"):
+        assert sized(model, "auto", 7_600, {"embeddings": "word2vec"}, n_tokens=60_000) == {}  # the user's option
+        assert sized(model, "paper", 7_600, {}, n_tokens=60_000) == {}
+    for other in ("hpan", "hsan", "sanet", "kim-cnn"):  # theirs follow documents alone
         assert "embeddings" not in sized(other, "auto", 7_600, {}, n_tokens=60_000), other
 
 
 def test_hcan_keeps_the_table_at_every_size_without_the_word_dropout():
     """HCAN's 64-d word2vec vectors gained beside the table on 4,500-22,500 documents too: every hcan/can variant
-    keeps it from 2,000 training documents on, where words are no longer hidden; CSPAN's stops there."""
+    keeps it from 2,000 training documents on, where words are no longer hidden; HAN's and CSPAN's stop at 1M
+    training tokens."""
     for variant in ("hcan", "hcan-one-max", "can-two-target"):
         for n in (2_000, 9_999, 10_000, 1_000_000):
             assert sized(variant, "auto", n, {}) == {"embeddings": "word2vec+wordllama"}, (variant, n)

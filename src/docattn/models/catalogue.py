@@ -213,14 +213,13 @@ _TABLE = [
 ]
 # every attention family hides words under models.SMALL_DATA training documents (models.SMALL_WORD_DROPOUT)
 ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
-# and HCAN's and CSPAN's words start from word2vec beside the packaged table there too
-# (models.SMALL_WITH_TABLE)
-WITH_TABLE = (HCAN, CSPAN)
+# and HCAN's words start from word2vec beside the packaged table there too (models.SMALL_WITH_TABLE)
+WITH_TABLE = (HCAN,)
 SMALL_SIZES = {paper: SMALL_WITH_TABLE if paper in WITH_TABLE else SMALL_WORD_DROPOUT for paper in ATTENTION_FAMILIES}
 # HCAN keeps the table from models.SMALL_DATA on, at every size
 BEYOND_SMALL_SIZES = {HCAN: PACKAGED_BESIDE}
-# HAN's words start beside the table under models.FEW_TOKENS training tokens, however many documents
-FEW_TOKENS_SIZES = {HAN: PACKAGED_BESIDE}
+# HAN's and CSPAN's words start beside the table under models.FEW_TOKENS training tokens, however many documents
+FEW_TOKENS_SIZES = {HAN: PACKAGED_BESIDE, CSPAN: PACKAGED_BESIDE}
 
 CATALOGUE: dict[str, ModelEntry] = {
     row[0]: ModelEntry(

@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 
 from docattn.data.batching import FlatBatch
-from docattn.models import SMALL_WITH_TABLE, register_model
+from docattn.models import PACKAGED_BESIDE, SMALL_WORD_DROPOUT, register_model
 from docattn.models.contract import FLAT, AttentionKind, pooling_kinds
 from docattn.models.gru import PaddedBiLSTM
 from docattn.models.layers import attend, hide_words, masked_mean, masked_softmax, sinusoidal_encoding
@@ -313,7 +313,8 @@ def _variant(name: str, description: str, training: dict = CSPAN_TRAINING, **def
         layout=FLAT,
         training=training,
         cpu=CSPAN_CPU,
-        small=SMALL_WITH_TABLE,
+        small=SMALL_WORD_DROPOUT,
+        few_tokens=PACKAGED_BESIDE,
         **defaults,
     )
     def build(vocab_size: int, num_classes: int, **hparams) -> CSPAN:
