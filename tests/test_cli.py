@@ -75,6 +75,11 @@ def test_models_lists_registry():
     assert "from 10,000 training documents (recipe auto) hidden_size 100" in han and "documents on" not in han
     assert "under 1,000,000 training tokens (recipe auto) embeddings word2vec+wordllama" in han
     assert "under 2,000 training documents (recipe auto) word_dropout 0.3;" in han
+    # SANet's table under 1M tokens stops where its sizes by documents keep word2vec alone
+    sanet = CliRunner().invoke(app, ["models", "sanet"], env=wide).stdout
+    assert "under 2,000 training documents (recipe auto) word_dropout 0.3, embeddings word2vec;" in sanet
+    table = "under 1,000,000 training tokens (recipe auto) embeddings word2vec+wordllama from 2,000 documents on"
+    assert table in sanet
     res = CliRunner().invoke(app, ["models", "nosuch"])
     assert res.exit_code != 0 and "no registered model matches 'nosuch'" in str(res.exception)
 

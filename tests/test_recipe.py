@@ -146,38 +146,46 @@ def test_words_start_beside_the_packaged_table_on_small_data_unless_the_user_set
     assert sized("han", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}  # its width
     assert sized("hcan", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}
     assert sized("cspan-fusion-c", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}
-    # hpan, hsan lost with it, sanet came out mixed
-    for other in ("hpan", "hsan", "sanet", "sanet-big-noatt", "kim-cnn", "fasttext"):
+    # hpan, hsan lost with it; sanet came out even there, and keeps word2vec alone however few the tokens
+    for other in ("hpan", "hsan", "kim-cnn", "fasttext"):
         assert "embeddings" not in sized(other, "auto", 900, {}, n_tokens=10_000), other
+    for variant in ("sanet", "sanet-big-noatt"):
+        assert sized(variant, "auto", 900, {}, n_tokens=10_000) == {"embeddings": "word2vec", "word_dropout": 0.3}
 
 
-def test_han_and_cspan_words_start_beside_the_table_under_a_million_training_tokens():
-    """What word2vec learns of a word follows the text it reads: HAN and CSPAN read the table beside it under
-    FEW_TOKENS training tokens, however many documents hold them, and not above, however few."""
+def test_han_cspan_and_sanet_words_start_beside_the_table_under_a_million_training_tokens():
+    """What word2vec learns of a word follows the text it reads: HAN, CSPAN and SANet read the table beside it
+    under FEW_TOKENS training tokens, however many documents hold them, and not above, however few; SANet not
+    under SMALL_DATA documents either, where its sizes by documents keep word2vec alone."""
     from docattn.models import FEW_TOKENS
 
     table = {"embeddings": "word2vec+wordllama"}
-    for variant in ("han", "han-ave", "han-max", "cspan", "cspan-big", "cspan-fusion-c"):
+    for variant in ("han", "han-ave", "han-max", "cspan", "cspan-big", "cspan-fusion-c", "sanet", "sanet-noatt"):
         wider = {"hidden_size": 100} if variant.startswith("han") else {}
         assert sized(variant, "auto", 7_600, {}, n_tokens=60_000) == table, variant  # short titles
+        assert sized(variant, "auto", 2_000, {}, n_tokens=600_000) == table, variant
         assert sized(variant, "auto", 50_000, {}, n_tokens=FEW_TOKENS - 1) == {**table, **wider}, variant
-        assert sized(variant, "auto", 1_500, {}, n_tokens=FEW_TOKENS) == {"word_dropout": 0.3}  # long documents
+        hidden = {"word_dropout": 0.3, **({"embeddings": "word2vec"} if variant.startswith("sanet") else {})}
+        assert sized(variant, "auto", 1_500, {}, n_tokens=FEW_TOKENS) == hidden, variant  # long documents
         assert sized(variant, "auto", 4_000, {}, n_tokens=FEW_TOKENS) == {}, variant
-    for model in ("han", "cspan"):
+    for variant in ("sanet", "sanet-big"):  # even under FEW_TOKENS, small data keeps word2vec alone
+        assert sized(variant, "auto", 1_999, {}, n_tokens=60_000) == {"embeddings": "word2vec", "word_dropout": 0.3}
+    for model in ("han", "cspan", "sanet"):
         assert sized(model, "auto", 7_600, {"embeddings": "word2vec"}, n_tokens=60_000) == {}  # the user's option
+        assert sized(model, "auto", 900, {"embeddings": "wordllama"}, n_tokens=60_000) == {"word_dropout": 0.3}
         assert sized(model, "paper", 7_600, {}, n_tokens=60_000) == {}
-    for other in ("hpan", "hsan", "sanet", "kim-cnn"):  # theirs follow documents alone
+    for other in ("hpan", "hsan", "kim-cnn"):  # theirs follow documents alone
         assert "embeddings" not in sized(other, "auto", 7_600, {}, n_tokens=60_000), other
 
 
 def test_hcan_keeps_the_table_at_every_size_without_the_word_dropout():
     """HCAN's 64-d word2vec vectors gained beside the table on 4,500-22,500 documents too: every hcan/can variant
-    keeps it from 2,000 training documents on, where words are no longer hidden; HAN's and CSPAN's stop at 1M
-    training tokens."""
+    keeps it from 2,000 training documents on, where words are no longer hidden; HAN's, CSPAN's and SANet's stop
+    at 1M training tokens."""
     for variant in ("hcan", "hcan-one-max", "can-two-target"):
         for n in (2_000, 9_999, 10_000, 1_000_000):
             assert sized(variant, "auto", n, {}) == {"embeddings": "word2vec+wordllama"}, (variant, n)
-    for model in ("han", "cspan"):
+    for model in ("han", "cspan", "sanet"):
         assert "embeddings" not in sized(model, "auto", 4_000, {})
         assert "embeddings" not in sized(model, "auto", 10_000, {})
     assert sized("hcan", "paper", 5_000, {}) == {}

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 
-from docattn.models import PACKAGED_BESIDE, SMALL_WITH_TABLE, SMALL_WORD_DROPOUT
+from docattn.models import PACKAGED_BESIDE, SMALL_WITH_TABLE, SMALL_WITHOUT_TABLE, SMALL_WORD_DROPOUT
 from docattn.models.contract import BAG, FLAT, HIERARCHICAL, Layout
 
 # the hyper-parameters a CPU run (recipe "auto") shrinks, as ModelSpec.cpu gives them
@@ -213,13 +213,18 @@ _TABLE = [
 ]
 # every attention family hides words under models.SMALL_DATA training documents (models.SMALL_WORD_DROPOUT)
 ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
-# and HCAN's words start from word2vec beside the packaged table there too (models.SMALL_WITH_TABLE)
-WITH_TABLE = (HCAN,)
-SMALL_SIZES = {paper: SMALL_WITH_TABLE if paper in WITH_TABLE else SMALL_WORD_DROPOUT for paper in ATTENTION_FAMILIES}
+# and HCAN's words start from word2vec beside the packaged table there too (models.SMALL_WITH_TABLE), while
+# SANet's read word2vec alone there, however few the tokens (models.SMALL_WITHOUT_TABLE)
+SMALL_SIZES = {
+    **{paper: SMALL_WORD_DROPOUT for paper in ATTENTION_FAMILIES},
+    HCAN: SMALL_WITH_TABLE,
+    SANET: SMALL_WITHOUT_TABLE,
+}
 # HCAN keeps the table from models.SMALL_DATA on, at every size
 BEYOND_SMALL_SIZES = {HCAN: PACKAGED_BESIDE}
-# HAN's and CSPAN's words start beside the table under models.FEW_TOKENS training tokens, however many documents
-FEW_TOKENS_SIZES = {HAN: PACKAGED_BESIDE, CSPAN: PACKAGED_BESIDE}
+# HAN's, CSPAN's and SANet's words start beside the table under models.FEW_TOKENS training tokens, however many
+# documents (SANet's from models.SMALL_DATA documents on)
+FEW_TOKENS_SIZES = {HAN: PACKAGED_BESIDE, CSPAN: PACKAGED_BESIDE, SANET: PACKAGED_BESIDE}
 
 CATALOGUE: dict[str, ModelEntry] = {
     row[0]: ModelEntry(
