@@ -84,6 +84,25 @@ def test_models_lists_registry():
     assert res.exit_code != 0 and "no registered model matches 'nosuch'" in str(res.exception)
 
 
+def test_embeddings_help_names_every_family_the_recipe_gives_the_table():
+    """``train --help`` says which families read the packaged table by default: each family whose sizes (by
+    documents or by tokens) lay it, and no other, so the help cannot drift from the catalogue."""
+    from docattn.cli.train import Embeddings
+    from docattn.models import PACKAGED_BESIDE
+    from docattn.models.catalogue import CATALOGUE
+
+    families = ("han", "hpan", "hsan", "hcan", "sanet", "cspan")
+    default = Embeddings.__metadata__[0].show_default
+    named = {word for word in default.replace(",", " ").split() if word in families}
+    with_table = {
+        family
+        for family in families
+        for sizes in ("small_sizes", "beyond_small_sizes", "few_tokens_sizes")
+        if getattr(CATALOGUE[family], sizes).get("embeddings") == PACKAGED_BESIDE["embeddings"]
+    }
+    assert named == with_table == {"han", "cspan", "sanet", "hcan"}
+
+
 def _write(path: Path, corpus, with_labels=True):
     with open(path, "w", encoding="utf-8") as f:
         for t, y in zip(corpus.texts, corpus.labels):
