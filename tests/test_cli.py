@@ -100,7 +100,7 @@ def test_embeddings_help_names_every_family_the_recipe_gives_the_table():
         for sizes in ("small_sizes", "beyond_small_sizes", "few_tokens_sizes")
         if getattr(CATALOGUE[family], sizes).get("embeddings") == PACKAGED_BESIDE["embeddings"]
     }
-    assert named == with_table == {"han", "cspan", "sanet", "hcan"}
+    assert named == with_table == {"han", "hpan", "hsan", "cspan", "sanet", "hcan"}
 
 
 def _write(path: Path, corpus, with_labels=True):

@@ -146,35 +146,38 @@ def test_words_start_beside_the_packaged_table_on_small_data_unless_the_user_set
     assert sized("han", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}  # its width
     assert sized("hcan", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}
     assert sized("cspan-fusion-c", "auto", 900, {"embedding_dim": 16}) == {"word_dropout": 0.3}
-    # hpan, hsan lost with it; sanet came out even there, and keeps word2vec alone however few the tokens
-    for other in ("hpan", "hsan", "kim-cnn", "fasttext"):
+    # hpan and hsan lost with it, sanet came out even there: they keep word2vec alone however few the tokens
+    for other in ("kim-cnn", "fasttext"):
         assert "embeddings" not in sized(other, "auto", 900, {}, n_tokens=10_000), other
-    for variant in ("sanet", "sanet-big-noatt"):
-        assert sized(variant, "auto", 900, {}, n_tokens=10_000) == {"embeddings": "word2vec", "word_dropout": 0.3}
+    for variant in ("hpan", "hsan", "hsan-entmax15", "sanet", "sanet-big-noatt"):
+        alone = {"embeddings": "word2vec", "word_dropout": 0.3}
+        assert sized(variant, "auto", 900, {}, n_tokens=10_000) == alone, variant
 
 
-def test_han_cspan_and_sanet_words_start_beside_the_table_under_a_million_training_tokens():
-    """What word2vec learns of a word follows the text it reads: HAN, CSPAN and SANet read the table beside it
-    under FEW_TOKENS training tokens, however many documents hold them, and not above, however few; SANet not
-    under SMALL_DATA documents either, where its sizes by documents keep word2vec alone."""
+def test_words_start_beside_the_table_under_a_million_training_tokens():
+    """What word2vec learns of a word follows the text it reads: HAN, CSPAN, HPAN, HSAN and SANet read the table
+    beside it under FEW_TOKENS training tokens, however many documents hold them, and not above, however few;
+    HPAN, HSAN and SANet not under SMALL_DATA documents either, where their sizes by documents keep word2vec
+    alone."""
     from docattn.models import FEW_TOKENS
 
     table = {"embeddings": "word2vec+wordllama"}
-    for variant in ("han", "han-ave", "han-max", "cspan", "cspan-big", "cspan-fusion-c", "sanet", "sanet-noatt"):
+    alone_when_small = ("hpan", "hsan", "hsan-entmax15", "sanet", "sanet-noatt")
+    for variant in ("han", "han-ave", "han-max", "cspan", "cspan-big", "cspan-fusion-c", *alone_when_small):
         wider = {"hidden_size": 100} if variant.startswith("han") else {}
         assert sized(variant, "auto", 7_600, {}, n_tokens=60_000) == table, variant  # short titles
         assert sized(variant, "auto", 2_000, {}, n_tokens=600_000) == table, variant
         assert sized(variant, "auto", 50_000, {}, n_tokens=FEW_TOKENS - 1) == {**table, **wider}, variant
-        hidden = {"word_dropout": 0.3, **({"embeddings": "word2vec"} if variant.startswith("sanet") else {})}
+        hidden = {"word_dropout": 0.3, **({"embeddings": "word2vec"} if variant in alone_when_small else {})}
         assert sized(variant, "auto", 1_500, {}, n_tokens=FEW_TOKENS) == hidden, variant  # long documents
         assert sized(variant, "auto", 4_000, {}, n_tokens=FEW_TOKENS) == {}, variant
-    for variant in ("sanet", "sanet-big"):  # even under FEW_TOKENS, small data keeps word2vec alone
+    for variant in ("hpan", "hsan", "sanet", "sanet-big"):  # even under FEW_TOKENS, small data keeps word2vec alone
         assert sized(variant, "auto", 1_999, {}, n_tokens=60_000) == {"embeddings": "word2vec", "word_dropout": 0.3}
-    for model in ("han", "cspan", "sanet"):
+    for model in ("han", "cspan", "hpan", "hsan", "sanet"):
         assert sized(model, "auto", 7_600, {"embeddings": "word2vec"}, n_tokens=60_000) == {}  # the user's option
         assert sized(model, "auto", 900, {"embeddings": "wordllama"}, n_tokens=60_000) == {"word_dropout": 0.3}
         assert sized(model, "paper", 7_600, {}, n_tokens=60_000) == {}
-    for other in ("hpan", "hsan", "kim-cnn"):  # theirs follow documents alone
+    for other in ("kim-cnn", "fasttext"):  # no family's recipe: no table
         assert "embeddings" not in sized(other, "auto", 7_600, {}, n_tokens=60_000), other
 
 
@@ -185,7 +188,7 @@ def test_hcan_keeps_the_table_at_every_size_without_the_word_dropout():
     for variant in ("hcan", "hcan-one-max", "can-two-target"):
         for n in (2_000, 9_999, 10_000, 1_000_000):
             assert sized(variant, "auto", n, {}) == {"embeddings": "word2vec+wordllama"}, (variant, n)
-    for model in ("han", "cspan", "sanet"):
+    for model in ("han", "cspan", "hpan", "hsan", "sanet"):
         assert "embeddings" not in sized(model, "auto", 4_000, {})
         assert "embeddings" not in sized(model, "auto", 10_000, {})
     assert sized("hcan", "paper", 5_000, {}) == {}

@@ -68,8 +68,8 @@ Embeddings = option(
     "--embeddings",
     "word2vec, wordllama (packaged), word2vec+wordllama (side by side), random, or a vector file: GloVe .txt, "
     "word2vec/fastText .vec, word2vec .bin, each optionally .gz.",
-    "word2vec; han and cspan under 1M training tokens, sanet there from 2,000 training documents on, hcan at "
-    "every size: word2vec+wordllama",
+    "word2vec; han and cspan under 1M training tokens, hpan, hsan and sanet there from 2,000 training documents "
+    "on, hcan at every size: word2vec+wordllama",
 )
 Accelerator = option("--accelerator", "auto, cpu or gpu.", "auto")
 Devices = option("--devices", "Devices per node: a count, auto, or a list such as [0,1].", "1")

@@ -30,19 +30,20 @@ SMALL_DATA = 2_000
 # what every attention family lays under SMALL_DATA: 30% of its words shown as <unk> in training
 # (``layers.hide_words``), so that no few words of a document it has seen 30 times carry it
 SMALL_WORD_DROPOUT = {"word_dropout": 0.3}
-# what HCAN also lays under SMALL_DATA, and HAN, CSPAN and SANet under FEW_TOKENS: their word vectors are
-# word2vec's, trained on the user's text, beside the packaged general-English table (``data.embeddings.PACKAGED``),
-# which knows words a few hundred thousand tokens barely show; paired runs gained there in all four
-# (benchmarks/LOG.md). HPAN and HSAN lost with it. HCAN keeps it at every size (``ModelSpec.beyond_small``): its
-# CPU configuration's 64-d word2vec vectors gained beside it on 4,500-22,500 documents too (R8 the one loss)
+# what HCAN also lays under SMALL_DATA, and HAN, CSPAN, HPAN, HSAN and SANet under FEW_TOKENS: their word vectors
+# are word2vec's, trained on the user's text, beside the packaged general-English table
+# (``data.embeddings.PACKAGED``), which knows words a few hundred thousand tokens barely show; paired runs gained
+# there in every family (benchmarks/LOG.md). HCAN keeps it at every size (``ModelSpec.beyond_small``): its CPU
+# configuration's 64-d word2vec vectors gained beside it on 4,500-22,500 documents too (R8 the one loss)
 PACKAGED_BESIDE = {"embeddings": "word2vec+wordllama"}
 SMALL_WITH_TABLE = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # every hcan/can variant
-# SANet under SMALL_DATA: its pairs with the table there came out even (five sets, sentiment losing, topics
-# gaining), so it reads word2vec alone, however few the tokens
+# HPAN, HSAN and SANet under SMALL_DATA: their pairs with the table there lost or came out even (sentiment
+# losing, topics gaining), so they read word2vec alone, however few the tokens
 SMALL_WITHOUT_TABLE = {**SMALL_WORD_DROPOUT, "embeddings": "word2vec"}
 # training tokens under which the auto recipe lays a family's ``ModelSpec.few_tokens`` settings: what word2vec
-# learns of a word grows with the text it reads, not with the documents it comes in. HAN's, CSPAN's and SANet's
-# words beside the table gained on the mean of five sets of about 5,000 short documents under this many tokens
+# learns of a word grows with the text it reads, not with the documents it comes in. Every family's words but
+# HCAN's (which keeps the table at every size) gained beside the table on the mean of five sets of about 5,000
+# short documents under this many tokens
 # (HAN's and CSPAN's on the small sets too); HAN's lost on three of four sets above it, one of them 1,710 long
 # reviews (benchmarks/LOG.md)
 FEW_TOKENS = 1_000_000

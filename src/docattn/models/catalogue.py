@@ -214,17 +214,18 @@ _TABLE = [
 # every attention family hides words under models.SMALL_DATA training documents (models.SMALL_WORD_DROPOUT)
 ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
 # and HCAN's words start from word2vec beside the packaged table there too (models.SMALL_WITH_TABLE), while
-# SANet's read word2vec alone there, however few the tokens (models.SMALL_WITHOUT_TABLE)
+# HPAN's, HSAN's and SANet's read word2vec alone there, however few the tokens (models.SMALL_WITHOUT_TABLE)
 SMALL_SIZES = {
     **{paper: SMALL_WORD_DROPOUT for paper in ATTENTION_FAMILIES},
     HCAN: SMALL_WITH_TABLE,
+    HPAN: SMALL_WITHOUT_TABLE,
     SANET: SMALL_WITHOUT_TABLE,
 }
 # HCAN keeps the table from models.SMALL_DATA on, at every size
 BEYOND_SMALL_SIZES = {HCAN: PACKAGED_BESIDE}
-# HAN's, CSPAN's and SANet's words start beside the table under models.FEW_TOKENS training tokens, however many
-# documents (SANet's from models.SMALL_DATA documents on)
-FEW_TOKENS_SIZES = {HAN: PACKAGED_BESIDE, CSPAN: PACKAGED_BESIDE, SANET: PACKAGED_BESIDE}
+# HAN's and CSPAN's words start beside the table under models.FEW_TOKENS training tokens, however many documents,
+# and HPAN's, HSAN's and SANet's there from models.SMALL_DATA documents on
+FEW_TOKENS_SIZES = {HAN: PACKAGED_BESIDE, CSPAN: PACKAGED_BESIDE, HPAN: PACKAGED_BESIDE, SANET: PACKAGED_BESIDE}
 
 CATALOGUE: dict[str, ModelEntry] = {
     row[0]: ModelEntry(

@@ -6,7 +6,7 @@ HPAN zeroes softmax weights under alpha_min and renormalises, HSAN uses sparsema
 
 from __future__ import annotations
 
-from docattn.models import SMALL_WORD_DROPOUT, register_model
+from docattn.models import PACKAGED_BESIDE, SMALL_WITHOUT_TABLE, register_model
 from docattn.models.contract import HIERARCHICAL
 from docattn.models.han import HAN
 
@@ -20,7 +20,8 @@ TRAINING = {"optimizer": "adam", "lr": 1e-3, "batch_size": 64, "max_epochs": 3}
     paper=PAPER,
     layout=HIERARCHICAL,
     training=TRAINING,
-    small=SMALL_WORD_DROPOUT,
+    small=SMALL_WITHOUT_TABLE,
+    few_tokens=PACKAGED_BESIDE,
     normalizer="pruned",
     alpha_min=0.05,
     dropout=0.1,
@@ -35,7 +36,8 @@ def hpan(vocab_size: int, num_classes: int, **hparams) -> HAN:
     paper=PAPER,
     layout=HIERARCHICAL,
     training=TRAINING,
-    small=SMALL_WORD_DROPOUT,
+    small=SMALL_WITHOUT_TABLE,
+    few_tokens=PACKAGED_BESIDE,
     normalizer="sparsemax",
     dropout=0.1,
 )
@@ -49,7 +51,8 @@ def hsan(vocab_size: int, num_classes: int, **hparams) -> HAN:
     paper=PAPER,
     layout=HIERARCHICAL,
     training=TRAINING,
-    small=SMALL_WORD_DROPOUT,
+    small=SMALL_WITHOUT_TABLE,
+    few_tokens=PACKAGED_BESIDE,
     normalizer="entmax15",
     dropout=0.1,
 )

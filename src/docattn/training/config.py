@@ -96,8 +96,8 @@ class TrainConfig:
     strategy: str = "auto"  # "ddp" for data parallel over devices / nodes
     precision: str | None = None  # None: bf16-mixed on CUDA, 32 elsewhere
     # "word2vec" (trained on the training split), "wordllama" (the packaged table), "word2vec+wordllama" (both
-    # side by side, embedding_dim their sum: HAN's and CSPAN's under 1M training tokens, SANet's there from 2,000
-    # training documents on, HCAN's at every size, auto), "random", or a vector file path
+    # side by side, embedding_dim their sum: HAN's and CSPAN's under 1M training tokens, HPAN's, HSAN's and
+    # SANet's there from 2,000 training documents on, HCAN's at every size, auto), "random", or a vector file path
     embeddings: str = "word2vec"
     freeze_embeddings: bool = False  # keep the starting word vectors fixed during training
     # passes over the training text; None: enough passes for about word2vec_tokens tokens seen (5 to 50)

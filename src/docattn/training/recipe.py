@@ -41,16 +41,16 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
   ``ModelSpec.small`` settings (every attention family: 30% of the words hidden as <unk> in training,
   ``models.SMALL_WORD_DROPOUT``), since the 1,000-step minimum then shows the model each document 30 times or
   more, and it learns a few words of each by heart;
-- word vectors: under ``FEW_TOKENS`` (1M) training tokens, HAN's, CSPAN's and SANet's words start from
-  word2vec's vectors beside the packaged general-English table (``embeddings="word2vec+wordllama"``,
+- word vectors: under ``FEW_TOKENS`` (1M) training tokens, the words of HAN, CSPAN, HPAN, HSAN and SANet start
+  from word2vec's vectors beside the packaged general-English table (``embeddings="word2vec+wordllama"``,
   ``ModelSpec.few_tokens``), and under ``SMALL_DATA`` training documents HCAN's (``models.SMALL_WITH_TABLE``),
-  a width of the model's own (HAN: the paper's 200; HCAN and CSPAN: their CPU configurations' 64; SANet's
-  200) plus the table's 256 (CSPAN, whose features are as wide as its words, projects them to its own): a few
-  hundred thousand tokens barely show most words, which the table knows from far more text; the rule counts
+  a width of the model's own (HAN, HPAN and HSAN: the paper's 200; HCAN and CSPAN: their CPU configurations'
+  64; SANet's 200) plus the table's 256 (CSPAN, whose features are as wide as its words, projects them to its
+  own): a few hundred thousand tokens barely show most words, which the table knows from far more text; the rule counts
   tokens, since 7,600 titles hold fewer than 1,000 reviews do. word2vec alone beyond them (HCAN keeps the
-  table at every size, ``ModelSpec.beyond_small``: its 64-d vectors gained beside it there too), for SANet
-  under ``SMALL_DATA`` documents, where its pairs came out even (``models.SMALL_WITHOUT_TABLE``), and for HPAN
-  and HSAN, which lost with the table.
+  table at every size, ``ModelSpec.beyond_small``: its 64-d vectors gained beside it there too), and for HPAN,
+  HSAN and SANet under ``SMALL_DATA`` documents, where their pairs lost or came out even
+  (``models.SMALL_WITHOUT_TABLE``).
 
 The "paper" recipe keeps each model's registered settings: fixed epochs, no early stopping, 5 word2vec
 passes, no class weights, no label smoothing, no refit, accuracy. The auto recipe also lays each family's own
