@@ -120,7 +120,7 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
         small = ", ".join(f"{k} {v}" for k, v in entry.small_sizes.items())
         beyond_small = ", ".join(f"{k} {v}" for k, v in entry.beyond_small_sizes.items())
         few_tokens = ", ".join(f"{k} {v}" for k, v in entry.few_tokens_sizes.items())
-        # where the sizes by documents name the same option, theirs win under SMALL_DATA (SANet's word2vec)
+        # where the sizes by documents name the same option, theirs win under SMALL_DATA (HPAN, HSAN, SANet: word2vec)
         few_tokens += (
             f" from {SMALL_DATA:,} documents on" if entry.few_tokens_sizes.keys() & entry.small_sizes.keys() else ""
         )

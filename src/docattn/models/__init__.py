@@ -43,9 +43,8 @@ SMALL_WITHOUT_TABLE = {**SMALL_WORD_DROPOUT, "embeddings": "word2vec"}
 # training tokens under which the auto recipe lays a family's ``ModelSpec.few_tokens`` settings: what word2vec
 # learns of a word grows with the text it reads, not with the documents it comes in. Every family's words but
 # HCAN's (which keeps the table at every size) gained beside the table on the mean of five sets of about 5,000
-# short documents under this many tokens
-# (HAN's and CSPAN's on the small sets too); HAN's lost on three of four sets above it, one of them 1,710 long
-# reviews (benchmarks/LOG.md)
+# short documents under this many tokens (HAN's and CSPAN's on the small sets too); HAN's lost on three of four
+# sets above it, one of them 1,710 long reviews (benchmarks/LOG.md)
 FEW_TOKENS = 1_000_000
 
 
@@ -76,7 +75,7 @@ class ModelSpec:
     # LARGE_DATA (HCAN: the packaged table beside word2vec, as under SMALL_DATA)
     beyond_small: dict = field(default_factory=dict)
     # under the auto recipe, on a training split of fewer than FEW_TOKENS tokens (HAN: the packaged table beside
-    # word2vec); the settings sized by documents win where both name an option (SANet's ``small``)
+    # word2vec); the settings sized by documents win where both name an option (HPAN's, HSAN's, SANet's ``small``)
     few_tokens: dict = field(default_factory=dict)
 
     def recipe_settings(self, recipe: str, gpu: bool) -> dict:
