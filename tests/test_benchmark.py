@@ -7,6 +7,7 @@ import json
 import torch
 from typer.testing import CliRunner
 
+from docattn.benchmark import RESULT_PACKAGES
 from docattn.cli import app
 from docattn.data import synthetic
 
@@ -76,6 +77,10 @@ def test_benchmark_two_models_two_seeds(tmp_path, monkeypatch):
     assert about["models"] == ["han", "han-max"] and about["seeds"] == [3, 4]
     assert about["finished_models"] == ["han", "han-max"] and about["wall_seconds"] > 0
     assert about["machine"]["cpu_count"] >= 1 and about["machine"]["torch_threads"] >= 1
+    import numpy
+
+    assert about["machine"]["packages"]["numpy"] == numpy.__version__  # a rerun can tell what it ran on
+    assert set(about["machine"]["packages"]) == set(RESULT_PACKAGES) and about["machine"]["packages"]["gensim"]
     assert (
         about["command"].split()[0] == "docattn" and about["options"]["embedding_dim"] == 16
     )  # argv: the runner's here

@@ -338,9 +338,16 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> Path | None:
     return path
 
 
+# the libraries whose release moves a result: word2vec's vectors, the packaged table, splits, the loop; the
+# setup installs the newest within pyproject's ranges, so runs a few days apart can differ in them
+RESULT_PACKAGES = ("docattn", "numpy", "gensim", "wordllama", "scikit-learn", "tokenizers", "lightning")
+
+
 def machine_info() -> dict:
-    """The machine a result came from: platform, CPU, cores, torch and its threads, the GPU if any, load."""
+    """The machine a result came from: platform, CPU, cores, torch and its threads, the GPU if any, load,
+    and the versions of ``RESULT_PACKAGES``."""
     import platform
+    from importlib.metadata import PackageNotFoundError, version
 
     import torch
 
@@ -359,6 +366,12 @@ def machine_info() -> dict:
         pass
     if hasattr(os, "getloadavg"):
         info["load_average_at_start"] = os.getloadavg()
+    info["packages"] = {}
+    for name in RESULT_PACKAGES:
+        try:
+            info["packages"][name] = version(name)
+        except PackageNotFoundError:
+            info["packages"][name] = None
     return info
 
 
