@@ -41,6 +41,7 @@ TRAINING_GROUPS = {
         "milestones",
         "gamma",
         "warmup_steps",
+        "warmup_fraction",
         "label_smoothing",
         "grad_clip",
         "ema_decay",

@@ -68,6 +68,22 @@ def test_patience_is_three_epochs_of_validations_only_when_the_recipe_chose_the_
     assert off.patience == 0
 
 
+def test_warmup_fraction_becomes_a_share_of_the_planned_steps():
+    labels = np.arange(2_000) % 2
+    cfg, _ = resolve(TrainConfig(warmup_fraction=0.1), 2_000, 10**6, labels, ["a", "b"])
+    assert cfg.max_epochs == 32 and cfg.warmup_steps == math.ceil(0.1 * 32 * 32)  # 32 steps an epoch
+    fixed, _ = resolve(TrainConfig(warmup_fraction=0.1, max_epochs=5), 2_000, 10**6, labels, ["a", "b"])
+    assert fixed.warmup_steps == 16  # the plan is what was asked for, not the step minimum
+    given, _ = resolve(TrainConfig(warmup_fraction=0.1, warmup_steps=7), 2_000, 10**6, labels, ["a", "b"])
+    assert given.warmup_steps == 7  # the user's steps win
+    off, _ = resolve(TrainConfig(), 2_000, 10**6, labels, ["a", "b"])
+    assert off.warmup_steps == 0
+    again, _ = resolve(cfg, 2_000, 10**6, labels, ["a", "b"])  # a resumed run keeps its steps
+    assert again.warmup_steps == cfg.warmup_steps
+    with pytest.raises(ConfigError, match="warmup_fraction"):
+        TrainConfig(warmup_fraction=1.0)
+
+
 def test_word2vec_passes_grow_as_the_corpus_shrinks():
     cfg = TrainConfig(word2vec_tokens=40_000_000)
     assert word2vec_passes(cfg, 700_000) == 50  # BBC-sized: capped

@@ -55,6 +55,9 @@ class TrainConfig:
     # the learning rate rises linearly from 1/warmup_steps of its value over this many optimizer steps, then
     # follows the schedule (Vaswani et al. 2017): large self-attention models diverge without it
     warmup_steps: int = 0
+    # the warm-up as a share of the planned optimizer steps, for a warmup_steps of 0 (the recipe turns it into
+    # steps once the data is known): Adam's first updates, before its moment estimates settle, are its largest
+    warmup_fraction: float = 0.0
     # the training loss's targets put this much probability evenly on all classes (Szegedy et al. 2016);
     # validation loss stays plain cross-entropy; None: 0.1 under auto for single-label data, else 0
     label_smoothing: float | None = None
@@ -179,6 +182,8 @@ class TrainConfig:
             )
         if self.warmup_steps < 0:
             raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ConfigError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
         if self.loader_workers < 0:
             raise ConfigError(f"loader_workers must be >= 0, got {self.loader_workers}")
         if self.min_steps < 0:

@@ -223,6 +223,9 @@ def resolve(
     # the epochs given: that length is the plan, and early stopping (--patience) may end it at any step
     min_steps = cfg.min_steps if cfg.max_epochs is None else 0
     average = cfg.average_best or (AVERAGE_BEST if cfg.recipe == "auto" and not cfg.ema_decay else 1)
+    warmup = cfg.warmup_steps
+    if not warmup and cfg.warmup_fraction:
+        warmup = math.ceil(cfg.warmup_fraction * epochs * max(1, math.ceil(n_documents / cfg.batch_size)))
     resolved = replace(
         cfg,
         max_epochs=epochs,
@@ -234,5 +237,6 @@ def resolve(
         label_smoothing=smoothing,
         refit_output=bool(refit and neural),
         average_best=average,
+        warmup_steps=warmup,
     )
     return resolved, weights
