@@ -166,8 +166,31 @@ def test_words_start_beside_the_packaged_table_on_small_data_unless_the_user_set
     for other in ("kim-cnn", "fasttext"):
         assert "embeddings" not in sized(other, "auto", 900, {}, n_tokens=10_000), other
     for variant in ("hpan", "hsan", "hsan-entmax15", "sanet", "sanet-big-noatt"):
-        alone = {"embeddings": "word2vec", "word_dropout": 0.3}
+        alone = {"embeddings": "word2vec", "word_dropout": 0.3, **warmup(variant)}
         assert sized(variant, "auto", 900, {}, n_tokens=10_000) == alone, variant
+
+
+def warmup(variant: str) -> dict:
+    """What SANet also lays under SMALL_DATA documents: its rate warms up over a tenth of the planned steps."""
+    return {"warmup_fraction": 0.1} if variant.startswith("sanet") else {}
+
+
+def test_sanets_rate_warms_up_on_small_data_only_unless_the_user_set_it(data):
+    from docattn.models import SMALL_DATA
+
+    for variant in ("sanet", "sanet-big", "sanet-noatt", "sanet-big-noatt"):
+        assert sized(variant, "auto", SMALL_DATA - 1, {})["warmup_fraction"] == 0.1, variant
+        assert "warmup_fraction" not in sized(variant, "auto", SMALL_DATA, {}), variant
+    assert "warmup_fraction" not in sized("sanet", "auto", 900, {"warmup_fraction": 0.0})  # the user's option wins
+    assert sized("sanet", "paper", 900, {}) == {}
+    for other in ("han", "hpan", "hsan", "hcan", "cspan"):  # their pairs did not gain
+        assert "warmup_fraction" not in sized(other, "auto", 900, {}), other
+    clf = DocumentClassifier(
+        "sanet", accelerator="cpu", d_model=8, embedding_dim=16, max_steps=2, word2vec_epochs=1, guardrail=False
+    ).fit_prepared(data)
+    cfg = clf.train_config  # the run's resolved config: the share became steps of the planned ones
+    planned = cfg.max_epochs * math.ceil(len(data.splits["train"]) / cfg.batch_size)
+    assert cfg.warmup_fraction == 0.1 and cfg.warmup_steps == math.ceil(0.1 * planned) > 0
 
 
 def test_words_start_beside_the_table_under_a_million_training_tokens():
@@ -185,13 +208,16 @@ def test_words_start_beside_the_table_under_a_million_training_tokens():
         assert sized(variant, "auto", 2_000, {}, n_tokens=600_000) == table, variant
         assert sized(variant, "auto", 50_000, {}, n_tokens=FEW_TOKENS - 1) == {**table, **wider}, variant
         hidden = {"word_dropout": 0.3, **({"embeddings": "word2vec"} if variant in alone_when_small else {})}
+        hidden.update(warmup(variant))
         assert sized(variant, "auto", 1_500, {}, n_tokens=FEW_TOKENS) == hidden, variant  # long documents
         assert sized(variant, "auto", 4_000, {}, n_tokens=FEW_TOKENS) == {}, variant
     for variant in ("hpan", "hsan", "sanet", "sanet-big"):  # even under FEW_TOKENS, small data keeps word2vec alone
-        assert sized(variant, "auto", 1_999, {}, n_tokens=60_000) == {"embeddings": "word2vec", "word_dropout": 0.3}
+        alone = {"embeddings": "word2vec", "word_dropout": 0.3, **warmup(variant)}
+        assert sized(variant, "auto", 1_999, {}, n_tokens=60_000) == alone, variant
     for model in ("han", "cspan", "hpan", "hsan", "sanet"):
         assert sized(model, "auto", 7_600, {"embeddings": "word2vec"}, n_tokens=60_000) == {}  # the user's option
-        assert sized(model, "auto", 900, {"embeddings": "wordllama"}, n_tokens=60_000) == {"word_dropout": 0.3}
+        hidden = {"word_dropout": 0.3, **warmup(model)}
+        assert sized(model, "auto", 900, {"embeddings": "wordllama"}, n_tokens=60_000) == hidden, model
         assert sized(model, "paper", 7_600, {}, n_tokens=60_000) == {}
     for other in ("kim-cnn", "fasttext"):  # no family's recipe: no table
         assert "embeddings" not in sized(other, "auto", 7_600, {}, n_tokens=60_000), other

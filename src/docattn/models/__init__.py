@@ -40,6 +40,10 @@ SMALL_WITH_TABLE = {**SMALL_WORD_DROPOUT, **PACKAGED_BESIDE}  # every hcan/can v
 # HPAN, HSAN and SANet under SMALL_DATA: their pairs with the table there lost or came out even (sentiment
 # losing, topics gaining), so they read word2vec alone, however few the tokens
 SMALL_WITHOUT_TABLE = {**SMALL_WORD_DROPOUT, "embeddings": "word2vec"}
+# SANet under SMALL_DATA: its rate also rises over the first tenth of the planned steps, since Adam's first
+# updates, before its moment estimates settle, are its largest; paired runs gained there, HCAN's, CSPAN's,
+# HPAN's and HSAN's did not (benchmarks/LOG.md)
+SANET_SMALL = {**SMALL_WITHOUT_TABLE, "warmup_fraction": 0.1}
 # training tokens under which the auto recipe lays a family's ``ModelSpec.few_tokens`` settings: what word2vec
 # learns of a word grows with the text it reads, not with the documents it comes in. Every family's words but
 # HCAN's (which keeps the table at every size) gained beside the table on the mean of five sets of about 5,000

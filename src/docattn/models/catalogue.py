@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 
-from docattn.models import PACKAGED_BESIDE, SMALL_WITH_TABLE, SMALL_WITHOUT_TABLE, SMALL_WORD_DROPOUT
+from docattn.models import PACKAGED_BESIDE, SANET_SMALL, SMALL_WITH_TABLE, SMALL_WITHOUT_TABLE, SMALL_WORD_DROPOUT
 from docattn.models.contract import BAG, FLAT, HIERARCHICAL, Layout
 
 # the hyper-parameters a CPU run (recipe "auto") shrinks, as ModelSpec.cpu gives them
@@ -214,12 +214,13 @@ _TABLE = [
 # every attention family hides words under models.SMALL_DATA training documents (models.SMALL_WORD_DROPOUT)
 ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
 # and HCAN's words start from word2vec beside the packaged table there too (models.SMALL_WITH_TABLE), while
-# HPAN's, HSAN's and SANet's read word2vec alone there, however few the tokens (models.SMALL_WITHOUT_TABLE)
+# HPAN's, HSAN's and SANet's read word2vec alone there, however few the tokens (models.SMALL_WITHOUT_TABLE), and
+# SANet's rate warms up over the first tenth of its steps (models.SANET_SMALL)
 SMALL_SIZES = {
     **{paper: SMALL_WORD_DROPOUT for paper in ATTENTION_FAMILIES},
     HCAN: SMALL_WITH_TABLE,
     HPAN: SMALL_WITHOUT_TABLE,
-    SANET: SMALL_WITHOUT_TABLE,
+    SANET: SANET_SMALL,
 }
 # HCAN keeps the table from models.SMALL_DATA on, at every size
 BEYOND_SMALL_SIZES = {HCAN: PACKAGED_BESIDE}

@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 
 from docattn.data.batching import FlatBatch
-from docattn.models import PACKAGED_BESIDE, SMALL_WITHOUT_TABLE, register_model
+from docattn.models import PACKAGED_BESIDE, SANET_SMALL, register_model
 from docattn.models.contract import FLAT, AttentionKind, pooling_kinds
 from docattn.models.layers import attend, hide_words, masked_max, masked_softmax, max_pool_shares, sinusoidal_encoding
 from docattn.models.output import ModelOutput
@@ -195,7 +195,7 @@ def _variant(name: str, description: str, training: dict, cpu: dict | None = Non
         layout=FLAT,
         training=training,
         cpu=cpu,
-        small=SMALL_WITHOUT_TABLE,
+        small=SANET_SMALL,
         few_tokens=PACKAGED_BESIDE,
         **defaults,
     )

@@ -40,7 +40,9 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
   documents overfit the wider model and more documents fill it; under ``SMALL_DATA`` (2,000), the family's
   ``ModelSpec.small`` settings (every attention family: 30% of the words hidden as <unk> in training,
   ``models.SMALL_WORD_DROPOUT``), since the 1,000-step minimum then shows the model each document 30 times or
-  more, and it learns a few words of each by heart;
+  more, and it learns a few words of each by heart; SANet's rate there also rises over the first tenth of the
+  planned steps (``warmup_fraction``, ``models.SANET_SMALL``), since Adam's first updates, before its moment
+  estimates settle, are its largest, and SANet's paired runs gained with it where the other families' did not;
 - word vectors: under ``FEW_TOKENS`` (1M) training tokens, the words of HAN, CSPAN, HPAN, HSAN and SANet start
   from word2vec's vectors beside the packaged general-English table (``embeddings="word2vec+wordllama"``,
   ``ModelSpec.few_tokens``), and under ``SMALL_DATA`` training documents HCAN's (``models.SMALL_WITH_TABLE``),
