@@ -182,6 +182,7 @@ def test_sanets_rate_warms_up_on_small_data_only_unless_the_user_set_it(data):
         assert sized(variant, "auto", SMALL_DATA - 1, {})["warmup_fraction"] == 0.1, variant
         assert "warmup_fraction" not in sized(variant, "auto", SMALL_DATA, {}), variant
     assert "warmup_fraction" not in sized("sanet", "auto", 900, {"warmup_fraction": 0.0})  # the user's option wins
+    assert "warmup_fraction" not in sized("sanet", "auto", 900, {"warmup_steps": 0})  # steps too, none among them
     assert sized("sanet", "paper", 900, {}) == {}
     for other in ("han", "hpan", "hsan", "hcan", "cspan"):  # their pairs did not gain
         assert "warmup_fraction" not in sized(other, "auto", 900, {}), other

@@ -107,10 +107,13 @@ def word2vec_passes(cfg: TrainConfig, n_tokens: int) -> int:
 def data_sized_settings(model: str, recipe: str, n_documents: int, n_tokens: int, given: Mapping) -> dict:
     """The hyper-parameters and training options ``recipe`` sizes to ``n_documents`` training documents of
     ``n_tokens`` tokens for ``model``, less those in ``given`` (the options the user set, which always win). A
-    width the user set (``embedding_dim``) keeps the word vectors the user's too: the table would widen it."""
+    width the user set (``embedding_dim``) keeps the word vectors the user's too: the table would widen it; and
+    warm-up steps the user set (0 among them) keep the warm-up the user's."""
     sized = get_spec(model).sized_settings(recipe, n_documents, n_tokens)
     if "embedding_dim" in given:
         sized.pop("embeddings", None)
+    if "warmup_steps" in given:
+        sized.pop("warmup_fraction", None)
     return {k: v for k, v in sized.items() if k not in given}
 
 
