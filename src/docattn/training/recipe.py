@@ -84,14 +84,17 @@ def validations_per_epoch(cfg: TrainConfig, steps_per_epoch: int) -> int:
     return min(cfg.val_per_epoch, steps_per_epoch)
 
 
+def steps_per_epoch(cfg: TrainConfig, n_documents: int) -> int:
+    return max(1, math.ceil(n_documents / cfg.batch_size))
+
+
 def planned_epochs(cfg: TrainConfig, n_documents: int) -> int:
     """Epochs a run of ``n_documents`` training documents is planned for (early stopping may end it sooner)."""
     if cfg.max_epochs is not None:
         return cfg.max_epochs
     if cfg.recipe == "paper":  # the model registered no epochs (its registered ones are max_epochs)
         return 10
-    steps_per_epoch = max(1, math.ceil(n_documents / cfg.batch_size))
-    wanted = max(cfg.min_epochs, math.ceil(cfg.min_steps / steps_per_epoch))
+    wanted = max(cfg.min_epochs, math.ceil(cfg.min_steps / steps_per_epoch(cfg, n_documents)))
     return min(wanted, max(cfg.epoch_limit, cfg.min_epochs))
 
 
@@ -205,8 +208,7 @@ def resolve(
     epochs = planned_epochs(cfg, n_documents)
     patience = cfg.patience
     if patience is None and cfg.recipe == "auto" and cfg.max_epochs is None:  # epochs given: that many are trained
-        steps_per_epoch = max(1, math.ceil(n_documents / cfg.batch_size))
-        patience = PATIENCE_EPOCHS * validations_per_epoch(cfg, steps_per_epoch)
+        patience = PATIENCE_EPOCHS * validations_per_epoch(cfg, steps_per_epoch(cfg, n_documents))
     if cfg.monitor:
         monitor = cfg.monitor
     elif np.ndim(labels) == 2:  # multi-label: micro-F1, the score such data is compared by
@@ -230,7 +232,7 @@ def resolve(
     average = cfg.average_best or (AVERAGE_BEST if cfg.recipe == "auto" and not cfg.ema_decay else 1)
     warmup = cfg.warmup_steps
     if not warmup and cfg.warmup_fraction:
-        warmup = math.ceil(cfg.warmup_fraction * epochs * max(1, math.ceil(n_documents / cfg.batch_size)))
+        warmup = math.ceil(cfg.warmup_fraction * epochs * steps_per_epoch(cfg, n_documents))
     resolved = replace(
         cfg,
         max_epochs=epochs,
