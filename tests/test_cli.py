@@ -67,7 +67,7 @@ def test_models_lists_registry():
         _default_reach({"max_sentences": 15, "max_words": 20}, "hierarchical") == "15 sentences, 20 words per sentence"
     )
     # the sizes the auto recipe lays, a setting that holds from SMALL_DATA on said once
-    wide = {"COLUMNS": "400"}
+    wide = {"COLUMNS": "600"}
     hcan = CliRunner().invoke(app, ["models", "hcan"], env=wide).stdout
     assert "from 2,000 training documents on (recipe auto) embeddings word2vec+wordllama" in hcan
     assert "10,000" not in hcan
@@ -77,7 +77,10 @@ def test_models_lists_registry():
     assert "under 2,000 training documents (recipe auto) word_dropout 0.3;" in han
     # SANet's table under 1M tokens stops where its sizes by documents keep word2vec alone
     sanet = CliRunner().invoke(app, ["models", "sanet"], env=wide).stdout
-    small = "under 2,000 training documents (recipe auto) word_dropout 0.3, embeddings word2vec, warmup_fraction 0.1;"
+    small = (
+        "under 2,000 training documents (recipe auto) word_dropout 0.3, embeddings word2vec, warmup_fraction 0.1, "
+        "optimizer adamw, weight_decay 0.5;"
+    )
     assert small in sanet
     table = "under 1,000,000 training tokens (recipe auto) embeddings word2vec+wordllama from 2,000 documents on"
     assert table in sanet

@@ -199,7 +199,12 @@ class DocumentClassifier:
             torch.manual_seed(self.train_config.seed)
             train = data.splits["train"]
             sized = data_sized_settings(
-                self.model_name, self.train_config.recipe, len(train), len(train.tokens), self._options
+                self.model_name,
+                self.train_config.recipe,
+                len(train),
+                len(train.tokens),
+                self._options,
+                self.train_config.optimizer,
             )
             training = {k: v for k, v in sized.items() if k in TrainConfig.field_names()}
             self.train_config = replace(self.train_config, **training)

@@ -215,7 +215,7 @@ _TABLE = [
 ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
 # and HCAN's words start from word2vec beside the packaged table there too (models.SMALL_WITH_TABLE), while
 # HPAN's, HSAN's and SANet's read word2vec alone there, however few the tokens (models.SMALL_WITHOUT_TABLE), and
-# SANet's rate warms up over the first tenth of its steps (models.SANET_SMALL)
+# SANet's rate warms up over the first tenth of its steps and its weights decay under Adam (models.SANET_SMALL)
 SMALL_SIZES = {
     **{paper: SMALL_WORD_DROPOUT for paper in ATTENTION_FAMILIES},
     HCAN: SMALL_WITH_TABLE,

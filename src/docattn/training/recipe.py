@@ -43,6 +43,9 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
   more, and it learns a few words of each by heart; SANet's rate there also rises over the first tenth of the
   planned steps (``warmup_fraction``, ``models.SANET_SMALL``), since Adam's first updates, before its moment
   estimates settle, are its largest, and SANet's paired runs gained with it where the other families' did not;
+  and SANet's weights decay there, decoupled from Adam's step (``optimizer="adamw"``, ``weight_decay=0.5``,
+  ``models.SMALL_DECAY``; not for an SGD run), so that a weight no gradient keeps up loses a third to a half over
+  the run: its pairs gained on sentiment and topics, HPAN's and HSAN's lost on topics;
 - word vectors: under ``FEW_TOKENS`` (1M) training tokens, the words of HAN, CSPAN, HPAN, HSAN and SANet start
   from word2vec's vectors beside the packaged general-English table (``embeddings="word2vec+wordllama"``,
   ``ModelSpec.few_tokens``), and under ``SMALL_DATA`` training documents HCAN's (``models.SMALL_WITH_TABLE``),
@@ -107,16 +110,24 @@ def word2vec_passes(cfg: TrainConfig, n_tokens: int) -> int:
     return int(min(high, max(low, math.ceil(cfg.word2vec_tokens / max(n_tokens, 1)))))
 
 
-def data_sized_settings(model: str, recipe: str, n_documents: int, n_tokens: int, given: Mapping) -> dict:
+def data_sized_settings(
+    model: str, recipe: str, n_documents: int, n_tokens: int, given: Mapping, optimizer: str
+) -> dict:
     """The hyper-parameters and training options ``recipe`` sizes to ``n_documents`` training documents of
-    ``n_tokens`` tokens for ``model``, less those in ``given`` (the options the user set, which always win). A
-    width the user set (``embedding_dim``) keeps the word vectors the user's too: the table would widen it; and
-    warm-up steps the user set (0 among them) keep the warm-up the user's."""
+    ``n_tokens`` tokens for ``model`` trained by ``optimizer`` (the configured one, before this sizing), less
+    those in ``given`` (the options the user set, which always win). A
+    width the user set (``embedding_dim``) keeps the word vectors the user's too: the table would widen it;
+    warm-up steps the user set (0 among them) keep the warm-up the user's; and an optimizer or a weight decay
+    the user set keeps both the user's, as does a run whose ``optimizer`` is not Adam (SANet's paper SGD where
+    its CPU configuration is not laid): the small-data decay is Adam's, decoupled."""
     sized = get_spec(model).sized_settings(recipe, n_documents, n_tokens)
     if "embedding_dim" in given:
         sized.pop("embeddings", None)
     if "warmup_steps" in given:
         sized.pop("warmup_fraction", None)
+    if sized.get("optimizer") == "adamw" and ({"optimizer", "weight_decay"} & set(given) or optimizer != "adam"):
+        sized.pop("optimizer")
+        sized.pop("weight_decay", None)
     return {k: v for k, v in sized.items() if k not in given}
 
 
