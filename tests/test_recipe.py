@@ -169,11 +169,11 @@ def test_words_start_beside_the_packaged_table_on_small_data_unless_the_user_set
     for other in ("kim-cnn", "fasttext"):
         assert "embeddings" not in sized(other, "auto", 900, {}, n_tokens=10_000), other
     for variant in ("hpan", "hsan", "hsan-entmax15", "sanet", "sanet-big-noatt"):
-        alone = {"embeddings": "word2vec", "word_dropout": 0.3, **warmup(variant)}
+        alone = {"embeddings": "word2vec", "word_dropout": 0.3, **sanets_small(variant)}
         assert sized(variant, "auto", 900, {}, n_tokens=10_000) == alone, variant
 
 
-def warmup(variant: str) -> dict:
+def sanets_small(variant: str) -> dict:
     """What SANet also lays under SMALL_DATA documents: its rate warms up over a tenth of the planned steps, and
     its weights decay, decoupled from Adam's step."""
     if not variant.startswith("sanet"):
@@ -247,15 +247,15 @@ def test_words_start_beside_the_table_under_a_million_training_tokens():
         assert sized(variant, "auto", 2_000, {}, n_tokens=600_000) == table, variant
         assert sized(variant, "auto", 50_000, {}, n_tokens=FEW_TOKENS - 1) == {**table, **wider}, variant
         hidden = {"word_dropout": 0.3, **({"embeddings": "word2vec"} if variant in alone_when_small else {})}
-        hidden.update(warmup(variant))
+        hidden.update(sanets_small(variant))
         assert sized(variant, "auto", 1_500, {}, n_tokens=FEW_TOKENS) == hidden, variant  # long documents
         assert sized(variant, "auto", 4_000, {}, n_tokens=FEW_TOKENS) == {}, variant
     for variant in ("hpan", "hsan", "sanet", "sanet-big"):  # even under FEW_TOKENS, small data keeps word2vec alone
-        alone = {"embeddings": "word2vec", "word_dropout": 0.3, **warmup(variant)}
+        alone = {"embeddings": "word2vec", "word_dropout": 0.3, **sanets_small(variant)}
         assert sized(variant, "auto", 1_999, {}, n_tokens=60_000) == alone, variant
     for model in ("han", "cspan", "hpan", "hsan", "sanet"):
         assert sized(model, "auto", 7_600, {"embeddings": "word2vec"}, n_tokens=60_000) == {}  # the user's option
-        hidden = {"word_dropout": 0.3, **warmup(model)}
+        hidden = {"word_dropout": 0.3, **sanets_small(model)}
         assert sized(model, "auto", 900, {"embeddings": "wordllama"}, n_tokens=60_000) == hidden, model
         assert sized(model, "paper", 7_600, {}, n_tokens=60_000) == {}
     for other in ("kim-cnn", "fasttext"):  # no family's recipe: no table

@@ -115,11 +115,11 @@ def data_sized_settings(
 ) -> dict:
     """The hyper-parameters and training options ``recipe`` sizes to ``n_documents`` training documents of
     ``n_tokens`` tokens for ``model`` trained by ``optimizer`` (the configured one, before this sizing), less
-    those in ``given`` (the options the user set, which always win). A
-    width the user set (``embedding_dim``) keeps the word vectors the user's too: the table would widen it;
-    warm-up steps the user set (0 among them) keep the warm-up the user's; and an optimizer or a weight decay
-    the user set keeps both the user's, as does a run whose ``optimizer`` is not Adam (SANet's paper SGD where
-    its CPU configuration is not laid): the small-data decay is Adam's, decoupled."""
+    those in ``given`` (the options the user set, which always win). A width the user set (``embedding_dim``)
+    keeps the word vectors the user's too: the table would widen it; warm-up steps the user set (0 among them)
+    keep the warm-up the user's; and an optimizer or a weight decay the user set keeps both the user's, as does a
+    run whose ``optimizer`` is not Adam (SANet's paper SGD where its CPU configuration is not laid): the
+    small-data decay is Adam's, decoupled."""
     sized = get_spec(model).sized_settings(recipe, n_documents, n_tokens)
     if "embedding_dim" in given:
         sized.pop("embeddings", None)
