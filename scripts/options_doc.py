@@ -59,6 +59,7 @@ TRAINING_GROUPS = {
         "embedding_lr",
         "embedding_momentum",
         "embedding_weight_decay",
+        "vector_weight_decay",
         "word2vec_epochs",
         "word2vec_tokens",
         "word2vec_skipgram",

@@ -90,6 +90,35 @@ def test_embedding_weight_decay_group(data):
     assert all(g["weight_decay"] == 1e-2 for g in default.param_groups)
 
 
+def test_vector_weight_decay_spares_biases_gains_and_attention_queries(data):
+    """Decay toward 0 flattens an attention query and silences a norm gain: the 1-d weights can opt out."""
+    import torch
+
+    from docattn.models import create_model
+    from docattn.training.config import TrainConfig
+    from docattn.training.engine import ClassifierModule
+
+    model = create_model("hpan", vocab_size=len(data.vocab), num_classes=4, embedding_dim=16, hidden_size=8)
+    cfg = TrainConfig(optimizer="adamw", lr=0.1, weight_decay=0.5, vector_weight_decay=0.0)
+    opt = ClassifierModule(model, cfg).configure_optimizers()
+    decay = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
+    named = dict(model.named_parameters())
+    assert decay[id(named["word_pool.attention.context"])] == 0.0
+    assert decay[id(named["classifier.bias"])] == 0.0
+    assert decay[id(named["classifier.weight"])] == 0.5 and decay[id(model.embedding.weight)] == 0.5
+    assert len(decay) == len(named)  # every weight in exactly one group
+    # with no gradient, AdamW moves only the decayed weights: the query stays, the matrix shrinks
+    query, matrix = named["word_pool.attention.context"], named["classifier.weight"]
+    before_query, before_matrix = query.detach().clone(), matrix.detach().clone()
+    for p in named.values():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    assert torch.equal(query, before_query)
+    assert torch.allclose(matrix, before_matrix * (1 - 0.1 * 0.5))
+    default = ClassifierModule(model, TrainConfig(optimizer="adamw", weight_decay=0.5)).configure_optimizers()
+    assert all(g["weight_decay"] == 0.5 for g in default.param_groups)
+
+
 @pytest.mark.filterwarnings("ignore:You are trying")
 def test_label_smoothing_softens_the_training_targets_only(data):
     """The training loss is cross-entropy against (1 - e) one-hot + e / C; validation loss stays plain."""

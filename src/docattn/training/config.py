@@ -48,6 +48,9 @@ class TrainConfig:
     embedding_lr: float | None = None  # separate learning rate for the embedding layer (SANet: 0.001)
     embedding_momentum: float | None = None  # SGD momentum for the embeddings (SANet: 0)
     embedding_weight_decay: float | None = None  # weight decay on the embeddings (None: weight_decay)
+    # weight decay on the other one-dimensional weights: biases, norm gains, attention queries (None:
+    # weight_decay); a query decayed toward 0 spreads its attention evenly, a gain toward 0 silences its layer
+    vector_weight_decay: float | None = None
     schedule: str = "none"  # "none", "step", "multistep", "cosine"
     step_size: int = 10  # epochs between decays ("step")
     milestones: list[int] = field(default_factory=list)  # epochs ("multistep", CSPAN: 20, 25)
@@ -201,6 +204,7 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be above 0 (or left unset), got {value}")
         for name in (
             "weight_decay",
+            "vector_weight_decay",
             "momentum",
             "patience",
             "grad_clip",

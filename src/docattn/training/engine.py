@@ -190,6 +190,12 @@ class ClassifierModule(L.LightningModule):
         emb = [p for n, p in self.model.named_parameters() if n.startswith("embedding.") and p.requires_grad]
         rest = [p for n, p in self.model.named_parameters() if not n.startswith("embedding.") and p.requires_grad]
         groups = [{"params": rest}]
+        if cfg.vector_weight_decay is not None:
+            groups = [
+                {"params": [p for p in rest if p.ndim > 1]},
+                {"params": [p for p in rest if p.ndim <= 1], "weight_decay": cfg.vector_weight_decay},
+            ]
+            groups = [g for g in groups if g["params"]]
         if emb:
             g = {"params": emb}
             if cfg.embedding_lr is not None:
