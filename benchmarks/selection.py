@@ -158,13 +158,13 @@ def trial(args, seed: int, options: dict) -> dict:
         """``n_valid`` > 0: the newest weights whose accuracy is within one standard error of the best so far,
         sqrt(p (1 - p) / n_valid), not the best's own."""
 
-        def __init__(self, name: str, monitor: str, n_valid: int = 0, keep: int = 1):
-            super().__init__(monitor, keep=keep)
+        def __init__(self, name: str, monitor: str, n_valid: int = 0, keep: int = 1, loss_breaks_ties=False):
+            super().__init__(monitor, keep=keep, loss_breaks_ties=loss_breaks_ties)
             self.name, self.n_valid, self.highest = name, n_valid, None
 
-        def keeps(self, score: float) -> bool:
+        def keeps(self, score: float, loss: float = float("inf")) -> bool:
             if not self.n_valid:
-                return super().keeps(score)
+                return super().keeps(score, loss)
             self.highest = score if self.highest is None else max(self.highest, score)
             return score >= self.highest - averaging_tolerance("val_acc", self.highest, self.n_valid)
 
@@ -178,12 +178,14 @@ def trial(args, seed: int, options: dict) -> dict:
     class LastWeights(RuleWeights):
         """The weights at the last validation (what no selection keeps): every validation replaces them."""
 
-        def keeps(self, score: float) -> bool:
+        def keeps(self, score: float, loss: float = float("inf")) -> bool:
             return True
 
     rules["last"] = LastWeights("last", "val_acc")
+    rules["val_acc_loss_ties"] = RuleWeights("val_acc_loss_ties", "val_acc", loss_breaks_ties=True)
     # the run's own average_best, at each k: the weights of the k most accurate validations
     tops = {rule: RuleWeights(rule, "val_acc", keep=k) for rule, k in AVERAGED.items()}
+    tops["top5_mean_loss_ties"] = RuleWeights("top5_mean_loss_ties", "val_acc", keep=5, loss_breaks_ties=True)
     _fit_with(clf, data, [*rules.values(), *tops.values()])
     kept = {"run": clf.results["best"], "averaged": clf.results.get("averaged")}
     report = evaluate_encoded(clf, data.splits["test"])  # the weights the run kept itself (average_best's choice)
@@ -212,6 +214,12 @@ def trial(args, seed: int, options: dict) -> dict:
         }
         print(f"seed {seed} {rule}: test accuracy {report['accuracy']:.4f} (steps {tested[rule]['steps']})", flush=True)
     n_valid = len(data.splits["valid"])  # averaging_rule.py's standard error
+    # the run's own rule (average_best) had loss broken ties: the mean where it validates within a standard
+    # error of the best, else the best alone
+    mean, alone = tested["top5_mean_loss_ties"], tested["val_acc_loss_ties"]
+    highest = alone["validation"]["val_acc"]
+    within = mean["validation"]["val_acc"] >= highest - averaging_tolerance("val_acc", highest, n_valid)
+    tested["run_loss_ties"] = {**(mean if within else alone), "mean_kept": bool(within)}
     return {
         "seed": seed,
         "run_monitor": clf.train_config.monitor,
@@ -241,7 +249,8 @@ def main() -> None:
     for seed in args.seeds.split(","):  # the results so far are written after each seed: a stopped study keeps them
         trials.append((curve_trial if args.curve else trial)(args, int(seed), options))
         summary = {}
-        for rule in CURVE_RULES if args.curve else ("run", *RULES, "newest_tied", "last", *AVERAGED):
+        plain = ("run", *RULES, "newest_tied", "last", *AVERAGED, "val_acc_loss_ties", "top5_mean_loss_ties")
+        for rule in CURVE_RULES if args.curve else (*plain, "run_loss_ties"):
             acc = np.array([t["rules"][rule]["test_accuracy"] for t in trials]) * 100
             summary[rule] = {"mean_accuracy": round(float(acc.mean()), 2), "per_seed": np.round(acc, 2).tolist()}
         payload = {"data": args.data, "test": args.test, "test_fraction": args.test_fraction, "model": args.model}

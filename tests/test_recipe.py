@@ -355,7 +355,7 @@ def _improving_at_every_validation(monkeypatch, always: bool) -> None:
     """Every validation keeps its weights (a run still improving at its end), or only the first one does."""
     from docattn.training import callbacks
 
-    monkeypatch.setattr(callbacks.BestWeights, "keeps", lambda self, score: always or self.best_score is None)
+    monkeypatch.setattr(callbacks.BestWeights, "keeps", lambda self, score, loss=0.0: always or self.best_score is None)
 
 
 def test_a_run_still_improving_at_its_planned_end_trains_longer_with_the_cosine_stretched(

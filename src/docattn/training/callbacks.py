@@ -91,29 +91,43 @@ class BestWeights(Callback):
 
     ``validated_model(pl_module)`` gives the model validation scored (an average under EMA)."""
 
-    def __init__(self, monitor: str, on_best=None, validated_model=None, keep: int = 1):
+    def __init__(self, monitor: str, on_best=None, validated_model=None, keep: int = 1, loss_breaks_ties=False):
         self.monitor, self.on_best, self.keep = monitor, on_best, keep
         self.validated_model = validated_model or (lambda pl_module: pl_module.model)
         self.mode = "min" if monitor == "val_loss" else "max"
+        # of equal scores, the lower validation loss ranks first (else the earlier): a count of documents ties
+        # often on a small or saturated validation set, and the loss still tells the weights apart
+        self.loss_breaks_ties = loss_breaks_ties and monitor != "val_loss"
         self.best_score: float | None = None
         self.best_state: dict | None = None
         self.best_metrics: dict = {}
-        # the keep best validations, best first (of equal scores, the earlier): {"score", "metrics", "state"}
+        # the keep best validations, best first (ties: as rank): {"score", "metrics", "state"}
         self.top: list[dict] = []
 
     def better(self, score: float, than: float | None) -> bool:
         return than is None or (score < than if self.mode == "min" else score > than)
 
-    def keeps(self, score: float) -> bool:
-        """Whether a validation scoring ``score`` replaces the kept weights."""
+    def rank(self, score: float, metrics: dict) -> tuple:
+        """Sorts validations best first (``metrics``: the validation's, with its step)."""
+        sign = 1 if self.mode == "min" else -1
+        return (sign * score, metrics["val_loss"] if self.loss_breaks_ties else 0.0, metrics["step"])
+
+    def keeps(self, score: float, loss: float = math.inf) -> bool:
+        """Whether a validation scoring ``score`` (validation loss ``loss``) replaces the kept weights."""
+        if self.loss_breaks_ties and score == self.best_score:
+            return loss < self.best_metrics["val_loss"]
         return self.better(score, self.best_score)
 
     def on_validation_end(self, trainer, pl_module):
         if not fitting(trainer) or not math.isfinite(float(trainer.callback_metrics["val_loss"])):
             return  # NaN weights still give an accuracy (every argmax is class 0): never keep them
         score = float(trainer.callback_metrics[self.monitor])
-        best = self.keeps(score)
-        ranked = self.keep > 1 and (len(self.top) < self.keep or self.better(score, self.top[-1]["score"]))
+        loss = float(trainer.callback_metrics["val_loss"])
+        best = self.keeps(score, loss)
+        here = self.rank(score, {"val_loss": loss, "step": trainer.global_step})
+        ranked = self.keep > 1 and (
+            len(self.top) < self.keep or here < self.rank(self.top[-1]["score"], self.top[-1]["metrics"])
+        )
         if not (best or ranked):
             return
         model = self.validated_model(pl_module)
@@ -122,8 +136,7 @@ class BestWeights(Callback):
         metrics.update(epoch=trainer.current_epoch, step=trainer.global_step)
         if ranked:
             self.top.append({"score": score, "metrics": metrics, "state": state})
-            sign = 1 if self.mode == "min" else -1
-            self.top.sort(key=lambda kept: (sign * kept["score"], kept["metrics"]["step"]))
+            self.top.sort(key=lambda kept: self.rank(kept["score"], kept["metrics"]))
             del self.top[self.keep :]
         if best:
             self.best_score, self.best_state, self.best_metrics = score, state, metrics
