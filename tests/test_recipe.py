@@ -431,15 +431,17 @@ def test_the_recipe_averages_the_five_best_weights_under_auto_only():
         TrainConfig(ema_decay=0.99, average_best=3)
 
 
-def _validated(best, scores: list[float]) -> None:
-    """``best`` sees validations scoring ``scores`` in turn, the weights of each a tensor holding its index."""
+def _validated(best, scores: list[float], losses: list[float] | None = None) -> None:
+    """``best`` sees validations scoring ``scores`` (validation losses ``losses``, else 1) in turn, the weights of
+    each a tensor holding its index."""
     from types import SimpleNamespace
 
     import torch
     from lightning.pytorch.trainer.states import TrainerFn
 
     for i, score in enumerate(scores):
-        metrics = {"val_acc": score, "val_macro_f1": score, "val_micro_f1": score, "val_loss": 1.0}
+        loss = 1.0 if losses is None else losses[i]
+        metrics = {"val_acc": score, "val_macro_f1": score, "val_micro_f1": score, "val_loss": loss}
         trainer = SimpleNamespace(
             state=SimpleNamespace(fn=TrainerFn.FITTING),
             sanity_checking=False,
@@ -468,6 +470,25 @@ def test_the_best_weights_keep_the_k_best_validations_the_earlier_of_equal_ones(
     alone = BestWeights("val_acc")
     _validated(alone, [0.5, 0.7, 0.6])
     assert alone.top == [] and alone.state_dict()["top"] == []  # average_best 1: no extra weights kept
+
+
+def test_a_validation_loss_breaks_ties_between_equal_scores_when_asked():
+    from docattn.training.callbacks import BestWeights
+
+    scores, losses = [0.5, 0.7, 0.6, 0.7, 0.4, 0.7, 0.7], [1.0, 0.5, 0.9, 0.4, 1.0, 0.45, 0.6]
+    plain = BestWeights("val_acc", keep=3)
+    _validated(plain, scores, losses)
+    assert [kept["metrics"]["step"] for kept in plain.top] == [20, 40, 60] and plain.best_metrics["step"] == 20
+    ties = BestWeights("val_acc", keep=3, loss_breaks_ties=True)
+    _validated(ties, scores, losses)
+    assert [kept["metrics"]["step"] for kept in ties.top] == [40, 60, 20]  # 0.7 at losses 0.4, 0.45, 0.5
+    assert ties.best_metrics["step"] == 40 and ties.best_state is ties.top[0]["state"]
+    alone = BestWeights("val_acc", loss_breaks_ties=True)
+    _validated(alone, scores, losses)
+    assert alone.best_metrics["step"] == 40 and alone.best_state["weight"].item() == 3
+    by_loss = BestWeights("val_loss", keep=2, loss_breaks_ties=True)  # the loss is the score: nothing to break
+    _validated(by_loss, losses, losses)
+    assert [kept["metrics"]["step"] for kept in by_loss.top] == [40, 60]
 
 
 def _fit_averaging(data200, monkeypatch, mean, run_dir=None, **options):
