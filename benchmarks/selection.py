@@ -7,8 +7,10 @@ Each seed trains once at the defaults (with the options of ``--set``). Beside th
 (``run``: the mean of its best validations' weights where that validated about as well, ``average_best``), the
 fit keeps the weights a rule would have kept: the best validation accuracy, macro-F1 and loss, the newest
 weights within a standard error of the best accuracy, the last weights, and the mean of the weights of the 3
-and of the 5 most accurate validations (``top3_mean``, ``top5_mean``, whatever they validate); each set of
-weights is then tested on the same test documents. Comparing rules across separate runs mixes them with
+and of the 5 most accurate validations (``top3_mean``, ``top5_mean``, whatever they validate), and with the
+validation loss breaking ties of accuracy the best alone, the mean of the 5 best and the run's own rule over them
+(``val_acc_loss_ties``, ``top5_mean_loss_ties``, ``run_loss_ties``); each set of weights is then tested on the
+same test documents. Comparing rules across separate runs mixes them with
 run-to-run noise (word2vec's threads, the loader), which on a small data set is as large as the difference
 sought; here the rules differ only in which step's weights they keep. Early stopping follows the run's own
 monitor (``--set monitor=...``), so each rule sees the same training.
