@@ -42,6 +42,7 @@ TRAINING_GROUPS = {
         "gamma",
         "warmup_steps",
         "warmup_fraction",
+        "sparse_warmup_fraction",
         "label_smoothing",
         "grad_clip",
         "ema_decay",

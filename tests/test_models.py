@@ -141,6 +141,30 @@ def test_hpan_keeps_largest_when_everything_is_pruned():
     assert torch.isfinite(scores.grad).all()
 
 
+@pytest.mark.parametrize("normalizer", ["pruned", "sparsemax"])
+def test_sparse_warmup_mixes_softmax_in_training_only(normalizer):
+    from types import SimpleNamespace
+
+    from docattn.models.layers import AttentionPooling, masked_softmax
+    from docattn.training.callbacks import SparseWarmup
+
+    torch.manual_seed(0)
+    pool = AttentionPooling(6, 4, normalizer)
+    h, mask = torch.randn(3, 30, 6), torch.ones(3, 30, dtype=torch.bool)
+    scores = torch.tanh(pool.proj(h)) @ pool.context
+    warmup = SparseWarmup(0.5)  # over half of 100 planned steps: shares 1, 0.5, then 0
+    for step, share in ((0, 1.0), (25, 0.5), (50, 0.0), (90, 0.0)):
+        warmup.on_train_batch_start(SimpleNamespace(global_step=step, estimated_stepping_batches=100), pool, None, 0)
+        assert pool.softmax_share == pytest.approx(share)
+    pool.softmax_share = 1.0
+    pool.train()
+    _, w, _ = pool(h, mask)
+    torch.testing.assert_close(w, masked_softmax(scores, mask))  # every word reached, as in HAN
+    pool.eval()
+    _, w, _ = pool(h, mask)
+    assert (w == 0).any()  # validation and prediction read the paper's sparse weights whatever the share
+
+
 def test_sparsemax_guard_fully_masked_row():
     from docattn.models.layers import sparse_normalizer
 

@@ -82,6 +82,8 @@ def test_warmup_fraction_becomes_a_share_of_the_planned_steps():
     assert again.warmup_steps == cfg.warmup_steps
     with pytest.raises(ConfigError, match="warmup_fraction"):
         TrainConfig(warmup_fraction=1.0)
+    with pytest.raises(ConfigError, match="sparse_warmup_fraction"):
+        TrainConfig(sparse_warmup_fraction=1.5)
 
 
 def test_word2vec_passes_grow_as_the_corpus_shrinks():

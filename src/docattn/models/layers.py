@@ -88,6 +88,9 @@ class AttentionPooling(nn.Module):
         self.context = nn.Parameter(torch.empty(context_dim).uniform_(-0.1, 0.1))  # u_w / u_s
         self.normalizer = normalizer
         self.alpha_min = alpha_min
+        # in training only, this share of HAN's softmax weights mixed into a sparse normalizer's (set per step by
+        # ``training.callbacks.SparseWarmup``); never in eval, so what validates and predicts is the paper's
+        self.softmax_share = 0.0
 
     def forward(self, h: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """h (N, T, D), mask (N, T) -> pooled (N, D), weights (N, T), pruned mask or None."""
@@ -100,6 +103,8 @@ class AttentionPooling(nn.Module):
             w, pruned = pruned_softmax(scores, mask, self.alpha_min)
         else:
             w = sparse_normalizer(scores, mask, self.normalizer)
+        if self.training and self.softmax_share > 0 and self.normalizer != "softmax":
+            w = self.softmax_share * masked_softmax(scores, mask) + (1 - self.softmax_share) * w
         return torch.einsum("nt,ntd->nd", w, h), w, pruned  # (N, D)   eq. 7 / 10: sum_t a_t h_t
 
 

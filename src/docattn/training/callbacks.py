@@ -286,6 +286,26 @@ class DivergenceGuard(Callback):
             trainer.should_stop = True
 
 
+class SparseWarmup(Callback):
+    """HPAN's and HSAN's sparse attention eased in (``sparse_warmup_fraction``): before each training step, the
+    share of HAN's softmax that their attention layers mix into their own weights, falling linearly from 1 at
+    the first step to 0 after ``fraction`` of the planned steps. A function of the step alone, so a resume
+    continues it; the layers leave it out of eval, so every validation scores the paper's model. An option, not
+    a default: on imdb1k its pairs went either way, -0.26 on their mean (benchmarks/LOG.md)."""
+
+    def __init__(self, fraction: float):
+        self.fraction = fraction
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        from docattn.models.layers import AttentionPooling
+
+        steps = max(1.0, self.fraction * trainer.estimated_stepping_batches)
+        share = max(0.0, 1.0 - trainer.global_step / steps)
+        for layer in pl_module.modules():
+            if isinstance(layer, AttentionPooling):
+                layer.softmax_share = share
+
+
 class ValidateLastStep(Callback):
     """The final weights get a validation of their own, so they can be the best ones.
 

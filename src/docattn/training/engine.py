@@ -38,6 +38,7 @@ from docattn.training.callbacks import (
     ExtendPlan,
     MetricsLog,
     ResumePoint,
+    SparseWarmup,
     ValidateLastStep,
     fitting,
 )
@@ -465,7 +466,8 @@ def _fit_callbacks(cfg: TrainConfig, run_dir: Path | None, on_best, bar: bool, r
         early = EarlyStoppingAfter(cfg.monitor, patience=cfg.patience, mode=best.mode, min_steps=after)
     # after early stopping (it may decide at an epoch's end too), before ResumePoint writes the lengthened plan
     extend = ExtendPlan(best, early, guard, cfg.epoch_limit, log.echo) if cfg.extend_plan else None
-    callbacks = [c for c in (ema, best, log, ValidateLastStep(), guard, early, extend) if c is not None]
+    sparse = SparseWarmup(cfg.sparse_warmup_fraction) if cfg.sparse_warmup_fraction else None
+    callbacks = [c for c in (ema, best, log, ValidateLastStep(), guard, early, extend, sparse) if c is not None]
     if run_dir is not None:
         callbacks.append(ResumePoint(resume_checkpoint(run_dir), guard))
     if bar:
