@@ -1,4 +1,5 @@
 """Merge `docattn benchmark` folders that each ran other seeds of the same models into one folder.
+A cross-validated set merges the same way: its folds are fixed by the split seed, not the seed.
 
 Seeds of one configuration can run as parallel processes (`--first-seed N --seeds 1`, one per
 core); this writes the combined results.json / results.md / curves.png with the same means and
@@ -23,10 +24,11 @@ def merge(out: Path, folders: list[Path]) -> list[dict]:
         for row in json.loads((folder / "results.json").read_text()):
             trials.setdefault(row["model"], []).extend(row["trials"])
     for model, rows in trials.items():
-        seeds = [t["seed"] for t in rows]
-        if len(set(seeds)) != len(seeds):
-            sys.exit(f"{model}: seed repeated across folders ({sorted(seeds)})")
-        rows.sort(key=lambda t: t["seed"])
+        # a cross-validated run holds one trial per fold of each seed; the folds are the same for every seed
+        runs = [(t["seed"], t.get("fold") if t.get("fold") is not None else -1) for t in rows]
+        if len(set(runs)) != len(runs):
+            sys.exit(f"{model}: a seed (and fold) repeated across folders ({sorted(runs)})")
+        rows.sort(key=lambda t: (t["seed"], t.get("fold") if t.get("fold") is not None else -1))
     out.mkdir(parents=True, exist_ok=True)
     merged = [summarize(model, rows) for model, rows in trials.items()]
     first = (folders[0] / "results.md").read_text().splitlines()[0]

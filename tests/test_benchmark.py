@@ -86,6 +86,32 @@ def test_benchmark_two_models_two_seeds(tmp_path, monkeypatch):
     )  # argv: the runner's here
 
 
+def test_merge_seeds_of_a_cross_validated_set(tmp_path):
+    """Another seed of the same folds joins a cross-validated cell; the same seed and fold twice is refused."""
+    import runpy
+    from pathlib import Path
+
+    import pytest
+
+    from docattn.benchmark import summarize
+
+    merge = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "merge_seeds.py"))["merge"]
+    folders = []
+    for seed in (0, 1):
+        folder = tmp_path / f"seed{seed}"
+        folder.mkdir()
+        trials = [{**_trial(seed, 0.9 + seed / 100 + fold / 1000), "fold": fold} for fold in range(3)]
+        (folder / "results.json").write_text(json.dumps([summarize("han", trials)]))
+        (folder / "results.md").write_text("### bbc\n")
+        (folder / "run.json").write_text(json.dumps({"command": f"docattn benchmark --cv 3 --first-seed {seed}"}))
+        folders.append(folder)
+    row = merge(tmp_path / "merged", folders)[0]
+    assert row["seeds"] == [0, 1] and row["folds"] == [0, 1, 2] and len(row["trials"]) == 6
+    assert abs(row["test_accuracy"]["mean"] - 0.906) < 1e-12
+    with pytest.raises(SystemExit):
+        merge(tmp_path / "again", [folders[0], folders[0]])
+
+
 def _trial(seed: int, acc: float) -> dict:
     return {
         "seed": seed,
