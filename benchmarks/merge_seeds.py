@@ -24,11 +24,10 @@ def merge(out: Path, folders: list[Path]) -> list[dict]:
         for row in json.loads((folder / "results.json").read_text()):
             trials.setdefault(row["model"], []).extend(row["trials"])
     for model, rows in trials.items():
-        # a cross-validated run holds one trial per fold of each seed; the folds are the same for every seed
-        runs = [(t["seed"], t.get("fold") if t.get("fold") is not None else -1) for t in rows]
+        runs = [_seed_and_fold(t) for t in rows]
         if len(set(runs)) != len(runs):
             sys.exit(f"{model}: a seed (and fold) repeated across folders ({sorted(runs)})")
-        rows.sort(key=lambda t: (t["seed"], t.get("fold") if t.get("fold") is not None else -1))
+        rows.sort(key=_seed_and_fold)
     out.mkdir(parents=True, exist_ok=True)
     merged = [summarize(model, rows) for model, rows in trials.items()]
     first = (folders[0] / "results.md").read_text().splitlines()[0]
@@ -48,6 +47,12 @@ def merge(out: Path, folders: list[Path]) -> list[dict]:
         },
     )
     return merged
+
+
+def _seed_and_fold(trial: dict) -> tuple[int, int]:
+    """What one trial ran: a cross-validated run holds one trial per fold of its seed (-1: no folds)."""
+    fold = trial.get("fold")
+    return trial["seed"], -1 if fold is None else fold
 
 
 if __name__ == "__main__":

@@ -163,6 +163,8 @@ def test_sparse_warmup_mixes_softmax_in_training_only(normalizer):
     pool.eval()
     _, w, _ = pool(h, mask)
     assert (w == 0).any()  # validation and prediction read the paper's sparse weights whatever the share
+    warmup.on_train_end(None, pool)
+    assert pool.softmax_share == 0.0  # a run stopped mid-warm-up leaves the paper's model to train on
 
 
 def test_sparsemax_guard_fully_masked_row():

@@ -340,6 +340,24 @@ def test_a_large_training_split_builds_the_wider_model_and_its_run_says_so(data2
     assert given.model.hparams()["hidden_size"] == 8 and "hparams" not in given.results["recipe"]
 
 
+def test_a_fit_eases_hpans_pruning_in_over_the_planned_steps(data200, monkeypatch):
+    import docattn.training.callbacks as callbacks
+    from docattn.models.layers import AttentionPooling
+
+    shares, setter = [], callbacks._set_softmax_share
+    monkeypatch.setattr(
+        callbacks, "_set_softmax_share", lambda module, share: (shares.append(share), setter(module, share))
+    )
+    clf = DocumentClassifier(
+        "hpan", embeddings="random", max_steps=4, max_epochs=1, sparse_warmup_fraction=1.0, guardrail=False, **TINY
+    )
+    clf.fit_prepared(data200)
+    planned = math.ceil(180 / 64)  # 180 training documents after the validation's tenth, one epoch
+    assert shares[:3] == pytest.approx([1 - s / planned for s in range(3)]) and shares[-1] == 0.0
+    pools = [layer for layer in clf.model.modules() if isinstance(layer, AttentionPooling)]
+    assert len(pools) == 2 and all(pool.softmax_share == 0.0 for pool in pools)  # the paper's model once trained
+
+
 def test_the_cosine_runs_over_the_planned_steps_and_continues_the_same_curve():
     from docattn.training.engine import RatePlan
 

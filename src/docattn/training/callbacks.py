@@ -297,13 +297,19 @@ class SparseWarmup(Callback):
         self.fraction = fraction
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        from docattn.models.layers import AttentionPooling
-
         steps = max(1.0, self.fraction * trainer.estimated_stepping_batches)
-        share = max(0.0, 1.0 - trainer.global_step / steps)
-        for layer in pl_module.modules():
-            if isinstance(layer, AttentionPooling):
-                layer.softmax_share = share
+        _set_softmax_share(pl_module, max(0.0, 1.0 - trainer.global_step / steps))
+
+    def on_train_end(self, trainer, pl_module):
+        _set_softmax_share(pl_module, 0.0)  # a run stopped early mid-warm-up leaves the model the paper's
+
+
+def _set_softmax_share(module, share: float) -> None:
+    from docattn.models.layers import AttentionPooling
+
+    for layer in module.modules():
+        if isinstance(layer, AttentionPooling):
+            layer.softmax_share = share
 
 
 class ValidateLastStep(Callback):
