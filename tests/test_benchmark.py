@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -362,6 +363,69 @@ def test_benchmark_jobs_run_trials_in_workers_with_the_same_results(tmp_path, mo
     about = json.loads((tmp_path / "par" / "run.json").read_text())
     assert about["jobs"] == 2 and about["threads_per_job"] >= 1 and about["finished_models"] == ["han", "logreg"]
     assert any("2 at a time" in line for line in lines)
+
+
+def _children(pid: int) -> list[int]:
+    from pathlib import Path
+
+    return [int(c) for task in Path(f"/proc/{pid}/task").glob("*") for c in (task / "children").read_text().split()]
+
+
+def _alive(pid: int) -> bool:
+    from pathlib import Path
+
+    try:  # a zombie has ended: only its parent has yet to reap it
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_sigterm_to_a_benchmark_with_jobs_stops_its_workers(tmp_path):
+    """`kill PID` or a scheduler's time limit signals the main process alone: its workers must not train on."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    if not Path("/proc/self/task").exists():
+        pytest.skip("reads a process's children from /proc (Linux)")
+    sp = synthetic.make_splits(n_train=200, n_test=60, seed=5)
+    for split in ("train", "test"):
+        with open(tmp_path / f"{split}.jsonl", "w") as f:
+            for t, y in zip(sp[split].texts, sp[split].labels):
+                f.write(json.dumps({"text": t, "label": y}) + "\n")
+    tiny = ["embedding_dim=16", "hidden_size=8", "context_dim=8", "embeddings=random", "min_count=2"]
+    command = [sys.executable, "-m", "docattn.cli", "benchmark", "--data", str(tmp_path / "train.jsonl")]
+    command += ["--test", str(tmp_path / "test.jsonl"), "--models", "han", "--seeds", "2", "--jobs", "2"]
+    command += ["--max-epochs", "500", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "bench")]
+    command += [a for option in tiny for a in ("--set", option)]
+    env = {**os.environ, "DOCATTN_CACHE": str(tmp_path / "cache")}
+    with open(tmp_path / "stderr", "w") as err:
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    workers: list[int] = []
+    try:
+        training = [tmp_path / "runs" / f"han-seed{s}" / "checkpoints" / "last.ckpt" for s in (0, 1)]
+        deadline = time.time() + 180
+        while not all(p.exists() for p in training) and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, (tmp_path / "stderr").read_text()[-2000:]
+        workers = _children(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        deadline = time.time() + 60
+        while any(_alive(w) for w in workers) and time.time() < deadline:
+            time.sleep(0.2)
+        stderr = (tmp_path / "stderr").read_text()
+        assert proc.returncode == 143, stderr[-2000:]
+        assert not [w for w in workers if _alive(w)], "workers still running after the benchmark stopped"
+        assert "benchmark stopped by SIGTERM" in stderr and "Traceback" not in stderr, stderr[-2000:]
+    finally:
+        for pid in [proc.pid, *workers]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_benchmark_into_an_earlier_ones_folder_says_what_it_replaces(tmp_path):

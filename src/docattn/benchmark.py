@@ -8,6 +8,7 @@ are the models' (encoded with each model's own data settings, e.g. HCAN's text c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -420,6 +421,31 @@ def _threads_per_job(jobs: int) -> int:
     return max(1, (os.cpu_count() or 1) // jobs)
 
 
+_PARENT_SIGTERM = "benchmark stopped by SIGTERM"
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm():
+    """While the main process waits on its workers, a SIGTERM raises ``Interrupted`` there (exit 143) instead of
+    ending it at once and leaving them to train on; a second SIGTERM ends it as before."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+
+    def stop(signum, frame):
+        signal.signal(signal.SIGTERM, previous)
+        raise Interrupted(f"{_PARENT_SIGTERM}. {KEPT}", int(signal.SIGTERM), _PARENT_SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _run_in_workers(models, data, trials_of, jobs: int, options_for, run_dir, finish, done, log) -> None:
     """``run_benchmark``'s trials, ``jobs`` at a time in spawned worker processes; rows in the order asked for."""
     import multiprocessing
@@ -437,7 +463,7 @@ def _run_in_workers(models, data, trials_of, jobs: int, options_for, run_dir, fi
         initializer=_worker_start,
         initargs=(_threads_per_job(jobs),),
     )
-    with pool:
+    with pool, _stopped_by_sigterm():
         log(f"{len(models) * len(trials_of)} trials, {jobs} at a time, {_threads_per_job(jobs)} thread(s) each")
         futures = {
             (m, seed, fold): pool.submit(
@@ -452,6 +478,11 @@ def _run_in_workers(models, data, trials_of, jobs: int, options_for, run_dir, fi
         except BaseException as err:
             for f in futures.values():
                 f.cancel()
+            if isinstance(err, Interrupted) and err.where == _PARENT_SIGTERM:
+                # a SIGTERM to this process alone (kill PID, a scheduler's timeout) leaves its workers
+                # training; each then stops its fit as a SIGTERM'd `train` does, and the pool's exit waits for it
+                for worker in multiprocessing.active_children():
+                    worker.terminate()
             if isinstance(err, KeyboardInterrupt):  # Ctrl-C reaches this process while it waits on the workers
                 import signal
 
