@@ -358,6 +358,16 @@ def test_a_fit_eases_hpans_pruning_in_over_the_planned_steps(data200, monkeypatc
     assert len(pools) == 2 and all(pool.softmax_share == 0.0 for pool in pools)  # the paper's model once trained
 
 
+def test_a_model_without_sparse_attention_refuses_the_sparse_warm_up():
+    """On HAN's softmax, a self-attention family or a linear baseline the option would change nothing, silently."""
+    for model, options in (("hpan", {}), ("hsan-entmax15", {}), ("han", {"normalizer": "sparsemax"})):
+        DocumentClassifier(model, sparse_warmup_fraction=0.1, **options)
+    for model in ("han", "sanet", "nb"):
+        with pytest.raises(ConfigError, match=f"sparse_warmup_fraction .*; {model} has none"):
+            DocumentClassifier(model, sparse_warmup_fraction=0.1)
+    DocumentClassifier("han", sparse_warmup_fraction=0.0)  # off is off for every model
+
+
 def test_the_cosine_runs_over_the_planned_steps_and_continues_the_same_curve():
     from docattn.training.engine import RatePlan
 

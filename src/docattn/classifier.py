@@ -57,6 +57,18 @@ def _check_model_options(model: str, options: dict) -> dict:
     return checked_values(type(config), options)
 
 
+def _has_sparse_attention(model: str, hparams: dict) -> bool:
+    """Whether ``model`` with ``hparams`` pools with a sparse normaliser: what ``sparse_warmup_fraction`` acts on."""
+    import torch
+
+    from docattn.models import create_model
+    from docattn.models.layers import AttentionPooling
+
+    with torch.random.fork_rng(devices=[]):
+        net = create_model(model, vocab_size=2, num_classes=2, **hparams)
+    return any(isinstance(m, AttentionPooling) and m.normalizer != "softmax" for m in net.modules())
+
+
 class DocumentClassifier:
     """Train any registered model on raw text; predict, explain, save and load it.
 
@@ -101,6 +113,11 @@ class DocumentClassifier:
         except (TypeError, ValueError) as err:
             given = ", ".join(f"{k}={v!r}" for k, v in train_opts.items())
             raise ConfigError(f"invalid training options ({given}): {err}") from None
+        if self.train_config.sparse_warmup_fraction and not _has_sparse_attention(model, self.hparams):
+            raise ConfigError(
+                f"sparse_warmup_fraction eases in sparse attention (hpan's, hsan's); {model} has none, so it would "
+                "change nothing: leave it at 0 for this model"
+            )
         self.data_settings = DataSettings(text=TextConfig(**{**paper_text, **text_opts}), **{**paper_data, **data_opts})
         self._requested = self.train_config  # what each fit starts from; fit's resolved copy replaces train_config
         self.model = None

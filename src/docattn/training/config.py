@@ -64,7 +64,8 @@ class TrainConfig:
     # HPAN's and HSAN's sparse attention eased in over this share of the planned steps: in training their weights
     # start as HAN's softmax, whose share falls linearly to 0, since a fresh attention spreads weights under
     # HPAN's alpha_min and pruning then keeps about one word a sentence; validation always reads the paper's.
-    # Not a default: paired on imdb1k it gained on two seeds and lost on two
+    # Not a default: paired on imdb1k it gained on two seeds and lost on two. A model without sparse attention
+    # refuses it (DocumentClassifier), since it would change nothing there
     sparse_warmup_fraction: float = 0.0
     # the training loss's targets put this much probability evenly on all classes (Szegedy et al. 2016);
     # validation loss stays plain cross-entropy; None: 0.1 under auto for single-label data, else 0
