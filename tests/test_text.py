@@ -82,6 +82,24 @@ def test_text_settings_saved_before_paragraphs_existed_keep_their_splitting():
     assert TextConfig.from_json(TextConfig().to_json()) == TextConfig()
 
 
+def test_html_line_breaks_are_line_breaks_not_words():
+    """IMDB breaks its paragraphs with <br /><br />: read as text, the tag was four words inside a sentence
+    that ran on into the next paragraph."""
+    cfg = TextConfig(html_breaks=True)
+    review = "A fine cast.<br /><br />the plot drags<BR>and then<br/>ends. Sad!"
+    strings = documents_to_strings([review], None, cfg)
+    assert strings == [f"A fine cast. {SEP_TOKEN} the plot drags and then ends. {SEP_TOKEN} Sad!"]
+    assert documents_to_strings([review], [["A<br />B", "C"]], cfg) == [f"A B {SEP_TOKEN} C"]
+    assert documents_to_strings([review], None, TextConfig(html_breaks=True, split_sentences=False)) == [
+        "A fine cast.  the plot drags and then ends. Sad!"
+    ]
+    as_text = documents_to_strings([review], None, TextConfig(html_breaks=False))[0]
+    assert "<br /><br />the plot" in as_text and as_text.count(SEP_TOKEN) == 1
+    assert documents_to_strings(["a <b>bold</b> claim: 1<2"], None, cfg) == ["a <b>bold</b> claim: 1<2"]
+    saved_before = {k: v for k, v in TextConfig().to_json().items() if k != "html_breaks"}
+    assert TextConfig.from_json(saved_before).html_breaks is False  # runs and caches keep their reading
+
+
 def test_presplit_sentences_are_respected():
     cfg = TextConfig()
     s = documents_to_strings(["ignored"], [["One. Two.", "Three"]], cfg)[0]

@@ -47,6 +47,10 @@ class TextConfig:
     # stayed one sentence, and HAN read each lowercased document as one long sentence
     caseless_sentences: bool = True
     han_characters: bool = True  # each Han character a token (HAN_WORD_PATTERN)
+    # an HTML line break (<br>, <br/>, <br />) is a line break, so two of them end a paragraph: IMDB's
+    # reviews break their paragraphs so, and read as text each became the four words "< br / >" inside
+    # a sentence that ran on into the next paragraph
+    html_breaks: bool = False
 
     def __post_init__(self):
         checked_fields(self)
@@ -61,8 +65,9 @@ class TextConfig:
 
 
 # what a saved TextConfig without these fields meant (runs and caches written before they existed)
-LEGACY_TEXT = {"paragraphs": False, "caseless_sentences": False, "han_characters": False}
+LEGACY_TEXT = {"paragraphs": False, "caseless_sentences": False, "han_characters": False, "html_breaks": False}
 PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")  # a blank (or whitespace-only) line
+HTML_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 
 
 def _clean_control(text: str) -> str:
@@ -137,14 +142,19 @@ def split_sentences(text: str, paragraphs: bool = True, caseless: bool = True) -
     return _sentences(_clean_control(text), paragraphs, caseless)
 
 
+def _clean(text: str, config: TextConfig, line_break: str) -> str:
+    text = _clean_control(text)
+    return HTML_BREAK.sub(line_break, text) if config.html_breaks and "<" in text else text
+
+
 def join_document(text: str, sentences: Sequence[str] | None, config: TextConfig) -> str:
     """One tokenizer input per document: sentences joined by SEP (pre-split input respected)."""
     if sentences is not None:
-        parts = [_clean_control(s) for s in sentences]
+        parts = [_clean(s, config, " ") for s in sentences]
         return f" {SEP_TOKEN} ".join(parts) if config.split_sentences else " ".join(parts)
     if not config.split_sentences:
-        return _clean_control(text)
-    text = _clean_control(text)
+        return _clean(text, config, " ")
+    text = _clean(text, config, "\n")
     if config.paragraphs:
         return f" {SEP_TOKEN} ".join(_sentences(text, paragraphs=True, caseless=config.caseless_sentences))
     import blingfire
