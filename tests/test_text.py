@@ -85,12 +85,12 @@ def test_text_settings_saved_before_paragraphs_existed_keep_their_splitting():
 def test_html_line_breaks_are_line_breaks_not_words():
     """IMDB breaks its paragraphs with <br /><br />: read as text, the tag was four words inside a sentence
     that ran on into the next paragraph."""
-    cfg = TextConfig(html_breaks=True)
+    cfg = TextConfig()
     review = "A fine cast.<br /><br />the plot drags<BR>and then<br/>ends. Sad!"
     strings = documents_to_strings([review], None, cfg)
     assert strings == [f"A fine cast. {SEP_TOKEN} the plot drags and then ends. {SEP_TOKEN} Sad!"]
     assert documents_to_strings([review], [["A<br />B", "C"]], cfg) == [f"A B {SEP_TOKEN} C"]
-    assert documents_to_strings([review], None, TextConfig(html_breaks=True, split_sentences=False)) == [
+    assert documents_to_strings([review], None, TextConfig(split_sentences=False)) == [
         "A fine cast.  the plot drags and then ends. Sad!"
     ]
     as_text = documents_to_strings([review], None, TextConfig(html_breaks=False))[0]

@@ -50,7 +50,7 @@ class TextConfig:
     # an HTML line break (<br>, <br/>, <br />) is a line break, so two of them end a paragraph: IMDB's
     # reviews break their paragraphs so, and read as text each became the four words "< br / >" inside
     # a sentence that ran on into the next paragraph
-    html_breaks: bool = False
+    html_breaks: bool = True
 
     def __post_init__(self):
         checked_fields(self)
