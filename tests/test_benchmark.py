@@ -230,6 +230,25 @@ def test_the_transfer_table_says_where_each_model_stands_against_nb_and_logreg(t
     assert "| nb | 80.00 ± 0.00 (F1 80.00 ± 0.00) | 70.00 ± 0.00 (F1 70.00 ± 0.00) | 75.00 |" in text
 
 
+def test_a_set_run_only_model_by_model_still_gets_its_column(tmp_path):
+    """A set whose cells all ran as reruns (subfolders, none in the set's own folder) is tabled like any other."""
+    import runpy
+    from pathlib import Path
+
+    from docattn.benchmark import summarize
+
+    table = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "transfer.py"))["table"]
+    table.__globals__["RESULTS"] = tmp_path
+    for sub, accuracies in {"nb+logreg_x": {"nb": 0.87, "logreg": 0.91}, "han_x": {"han": 0.92}}.items():
+        folder = tmp_path / "transfer" / "imdb" / sub
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps([summarize(m, [_trial(0, a)]) for m, a in accuracies.items()]))
+        (folder / "run.json").write_text(json.dumps({"date": "2026-12-06 02:00:00 UTC"}))
+    text = table(["imdb"])
+    assert "| han | +5.00 / +1.00 | 1 of 1 | 1 of 1 |" in text
+    assert "| han | `imdb/han_x` 2026-12-06 |" in text
+
+
 def test_the_transfer_suites_ratings_come_from_the_review_file_names(tmp_path):
     """ratings2k labels each IMDB review by the star rating in its name, for the split asked, nothing else."""
     import io
