@@ -211,7 +211,7 @@ def data_args(name: str) -> list[str]:
 
 def run_set(name: str, models: str, jobs: int, extra: list[str]) -> dict:
     out = RESULTS / "transfer" / name
-    if (out / "results.json").exists():  # a benchmark replaces its folder's results: keep the other models' rows
+    if newest_runs(out):  # the set has run (here or in a subfolder): keep its other models' rows
         out = out / models.replace(",", "+")
     command = [
         "docattn",
