@@ -75,6 +75,9 @@ def test_models_lists_registry():
     assert "from 10,000 training documents (recipe auto) hidden_size 100" in han and "documents on" not in han
     assert "under 1,000,000 training tokens (recipe auto) embeddings word2vec+wordllama" in han
     assert "under 2,000 training documents (recipe auto) word_dropout 0.3;" in han
+    # CSPAN's large-data width widens its CPU configuration, so the listing says it holds on a CPU only
+    cspan = CliRunner().invoke(app, ["models", "cspan"], env=wide).stdout
+    assert "from 10,000 training documents (recipe auto, on a CPU) embedding_dim 128" in cspan
     # SANet's table under 1M tokens stops where its sizes by documents keep word2vec alone
     sanet = CliRunner().invoke(app, ["models", "sanet"], env=wide).stdout
     small = (

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 from conftest import killed_in_epoch
 
 from docattn.classifier import DocumentClassifier
@@ -132,6 +133,17 @@ def test_hans_width_follows_the_data_under_auto_unless_the_user_set_it():
     assert sized("hpan", "auto", 50_000, {}) == {}
 
 
+def test_cspans_cpu_words_widen_on_large_data_while_a_gpu_keeps_the_papers():
+    assert sized("cspan", "auto", 10_000, {}) == {"embedding_dim": 128}
+    assert sized("cspan-big", "auto", 50_000, {}) == {"embedding_dim": 128}
+    assert sized("cspan", "auto", 9_999, {}) == {}
+    assert sized("cspan", "paper", 50_000, {}) == {}
+    assert sized("cspan", "auto", 50_000, {"embedding_dim": 32}) == {}  # the user's option wins
+    # on a GPU the CPU configuration's 64 is not laid, so nothing narrows the paper's 300
+    assert data_sized_settings("cspan", "auto", 50_000, 15_000_000, {}, "adam", gpu=True) == {}
+    assert data_sized_settings("han", "auto", 50_000, 15_000_000, {}, "adam", gpu=True) == {"hidden_size": 100}
+
+
 def test_every_attention_family_hides_words_on_small_data_under_auto_unless_the_user_set_it():
     from docattn.models import list_models
     from docattn.models.catalogue import ATTENTION_FAMILIES, CATALOGUE
@@ -245,6 +257,7 @@ def test_words_start_beside_the_table_under_a_million_training_tokens():
     alone_when_small = ("hpan", "hsan", "hsan-entmax15", "sanet", "sanet-noatt")
     for variant in ("han", "han-ave", "han-max", "cspan", "cspan-big", "cspan-fusion-c", *alone_when_small):
         wider = {"hidden_size": 100} if variant.startswith("han") else {}
+        wider = {"embedding_dim": 128} if variant.startswith("cspan") else wider
         assert sized(variant, "auto", 7_600, {}, n_tokens=60_000) == table, variant  # short titles
         assert sized(variant, "auto", 2_000, {}, n_tokens=600_000) == table, variant
         assert sized(variant, "auto", 50_000, {}, n_tokens=FEW_TOKENS - 1) == {**table, **wider}, variant
@@ -338,6 +351,23 @@ def test_a_large_training_split_builds_the_wider_model_and_its_run_says_so(data2
     assert DocumentClassifier.load(tmp_path / "run").model.hparams()["hidden_size"] == 100
     given = DocumentClassifier("han", embeddings="random", max_steps=2, guardrail=False, **TINY).fit_prepared(data200)
     assert given.model.hparams()["hidden_size"] == 8 and "hparams" not in given.results["recipe"]
+
+
+def test_cspans_large_data_width_trains_as_the_same_width_asked_for(data200, monkeypatch):
+    """What the recipe lays on large data is the model ``--set embedding_dim=128`` builds, weight for weight."""
+    import docattn.models
+
+    monkeypatch.setattr(docattn.models, "LARGE_DATA", 100)  # 200 synthetic documents count as large
+    monkeypatch.setattr(docattn.models, "FEW_TOKENS", 0)  # word2vec alone, as on a large corpus
+    options = dict(max_steps=2, word2vec_epochs=1, word2vec_workers=1, guardrail=False, progress=False, min_count=2)
+    sized = DocumentClassifier("cspan", **options).fit_prepared(data200)
+    asked = DocumentClassifier("cspan", embedding_dim=128, **options).fit_prepared(data200)
+    assert sized.model.hparams()["embedding_dim"] == 128 and sized.results["recipe"]["hparams"] == {
+        "embedding_dim": 128
+    }
+    assert sized.model.state_dict().keys() == asked.model.state_dict().keys()
+    for name, weight in sized.model.state_dict().items():
+        assert torch.equal(weight, asked.model.state_dict()[name]), name
 
 
 def test_a_fit_eases_hpans_pruning_in_over_the_planned_steps(data200, monkeypatch):

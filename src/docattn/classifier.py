@@ -178,7 +178,7 @@ class DocumentClassifier:
         """Train on already encoded splits (what ``docattn train`` does after its cached preparation)."""
         import torch
 
-        from docattn.models import create_model
+        from docattn.models import create_model, get_spec
         from docattn.training.recipe import data_sized_settings
         from docattn.training.trainer import train_model
 
@@ -222,6 +222,7 @@ class DocumentClassifier:
                 len(train.tokens),
                 self._options,
                 self.train_config.optimizer,
+                gpu=bool(get_spec(self.model_name).cpu) and wants_gpu(self.train_config.accelerator),
             )
             training = {k: v for k, v in sized.items() if k in TrainConfig.field_names()}
             self.train_config = replace(self.train_config, **training)

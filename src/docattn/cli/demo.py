@@ -117,6 +117,7 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
     for entry in entries:
         cpu = ", ".join(f"{k} {v}" for k, v in entry.cpu_sizes.items())
         large = ", ".join(f"{k} {v}" for k, v in entry.large_sizes.items())
+        cpu_only = ", on a CPU" if entry.large_sizes.keys() & entry.cpu_sizes.keys() else ""  # ModelSpec.large
         small = ", ".join(f"{k} {v}" for k, v in entry.small_sizes.items())
         beyond_small = ", ".join(f"{k} {v}" for k, v in entry.beyond_small_sizes.items())
         few_tokens = ", ".join(f"{k} {v}" for k, v in entry.few_tokens_sizes.items())
@@ -130,7 +131,7 @@ def models(pattern: str = typer.Argument("*", help="Glob over model names, e.g. 
             _default_reach(entry.truncation, entry.layout),
             entry.description
             + (f"; on a CPU (recipe auto) trained at {cpu}" if cpu else "")
-            + (f"; from {LARGE_DATA:,} training documents (recipe auto) {large}" if large else "")
+            + (f"; from {LARGE_DATA:,} training documents (recipe auto{cpu_only}) {large}" if large else "")
             + (f"; under {SMALL_DATA:,} training documents (recipe auto) {small}" if small else "")
             + (f"; from {SMALL_DATA:,} training documents on (recipe auto) {beyond_small}" if beyond_small else "")
             + (f"; under {FEW_TOKENS:,} training tokens (recipe auto) {few_tokens}" if few_tokens else ""),

@@ -20,7 +20,8 @@ from docattn.models.contract import LAYOUTS, Layout
 # imported on first use so that `docattn --help` stays fast
 NOT_MODELS = {"catalogue", "contract", "grouping", "gru", "layers", "output"}
 # training documents from which the auto recipe lays a family's ``ModelSpec.large`` settings: HAN's wider
-# GRU was worse on 900-5,500 documents and better on 10,000-22,500 (benchmarks/README.md, "Current defaults")
+# GRU was worse on 900-5,500 documents and better on 10,000-22,500, CSPAN's wider words better on 10,000-22,500
+# (benchmarks/README.md, "Current defaults")
 LARGE_DATA = 10_000
 # training documents under which the auto recipe lays a family's ``ModelSpec.small`` settings: there the
 # recipe's 1,000-step minimum shows the model each document about 30 times or more (batch 64), so it can
@@ -74,7 +75,8 @@ class ModelSpec:
     auto: dict = field(default_factory=dict)
     # under the auto recipe, on a training split of at least LARGE_DATA documents: the hyper-parameters the
     # family gains from that much data (HAN: a wider GRU), laid over ``auto`` and ``beyond_small`` once the data
-    # is known
+    # is known; a size the ``cpu`` configuration also sets widens that configuration, so it lays on a CPU only
+    # (CSPAN: 128-d word vectors for the CPU's 64, while a GPU keeps the paper's 300)
     large: dict = field(default_factory=dict)
     # under the auto recipe, on a training split of fewer than SMALL_DATA documents: what the family needs
     # when it sees each document many times (HAN: word dropout, and the packaged table beside word2vec), laid
@@ -93,13 +95,15 @@ class ModelSpec:
             return {}
         return {**self.auto, **({} if gpu else self.cpu)}
 
-    def sized_settings(self, recipe: str, n_documents: int, n_tokens: int) -> dict:
+    def sized_settings(self, recipe: str, n_documents: int, n_tokens: int, gpu: bool = False) -> dict:
         """The settings (hyper-parameters and training options) ``recipe`` sizes to a training split of
-        ``n_documents`` documents and ``n_tokens`` tokens."""
+        ``n_documents`` documents and ``n_tokens`` tokens, on a GPU where ``gpu`` (the ``cpu`` configuration not
+        laid)."""
         if recipe != "auto":
             return {}
         if n_documents >= LARGE_DATA:
-            sized = {**self.beyond_small, **self.large}
+            large = {k: v for k, v in self.large.items() if not (gpu and k in self.cpu)}
+            sized = {**self.beyond_small, **large}
         else:
             sized = dict(self.small if n_documents < SMALL_DATA else self.beyond_small)
         return {**self.few_tokens, **sized} if n_tokens < FEW_TOKENS else sized

@@ -57,21 +57,14 @@ HCAN_CPU = {"d_model": 64, "heads": 4, "embedding_dim": 64}
 SANET_CPU = {"d_model": 128, "embedding_dim": 200}
 HAN_LARGE = {"hidden_size": 100}
 CSPAN_CPU = {"embedding_dim": 64, "dropout": 0.5, "embedding_dropout": 0.3}
+CSPAN_LARGE = {"embedding_dim": 128}  # on a CPU only: it widens CSPAN_CPU (models.ModelSpec.large)
 H, F = HIERARCHICAL, FLAT
 
-# name, layout, paper, description[, truncation, cpu sizes, large-data sizes]
+# name, layout, paper, description[, truncation, cpu sizes]
 _TABLE = [
-    (
-        "han",
-        H,
-        HAN,
-        "HN-ATT: word and sentence BiGRU with additive attention at both levels",
-        {},
-        {},
-        HAN_LARGE,
-    ),
-    ("han-ave", H, HAN, "HN-AVE: HAN with mean pooling instead of attention", {}, {}, HAN_LARGE),
-    ("han-max", H, HAN, "HN-MAX: HAN with max pooling instead of attention", {}, {}, HAN_LARGE),
+    ("han", H, HAN, "HN-ATT: word and sentence BiGRU with additive attention at both levels"),
+    ("han-ave", H, HAN, "HN-AVE: HAN with mean pooling instead of attention"),
+    ("han-max", H, HAN, "HN-MAX: HAN with max pooling instead of attention"),
     ("hpan", H, HPAN, "HAN with pruned attention (weights < alpha_min zeroed, renormalised)"),
     ("hsan", H, HPAN, "HAN with sparsemax attention at both levels"),
     ("hsan-entmax15", H, HPAN, "HSAN with 1.5-entmax instead of sparsemax (less sparse)"),
@@ -211,6 +204,8 @@ _TABLE = [
     ("logreg", BAG, HCAN_BASELINES, "tf-idf (uni+bigrams, min_df 5, sublinear tf) + L2 logistic regression, C=10"),
     ("logreg-l1", BAG, HCAN_BASELINES, "HCAN's baseline: tf-idf (uni+bigrams, min_df 5) + L1 logistic regression, C=1"),
 ]
+# HAN's GRU widens from models.LARGE_DATA training documents, and CSPAN's CPU word vectors
+LARGE_SIZES = {HAN: HAN_LARGE, CSPAN: CSPAN_LARGE}
 # every attention family hides words under models.SMALL_DATA training documents (models.SMALL_WORD_DROPOUT)
 ATTENTION_FAMILIES = (HAN, HPAN, HCAN, SANET, CSPAN)
 # and HCAN's words start from word2vec beside the packaged table there too (models.SMALL_WITH_TABLE), while
@@ -231,6 +226,7 @@ FEW_TOKENS_SIZES = {HAN: PACKAGED_BESIDE, CSPAN: PACKAGED_BESIDE, HPAN: PACKAGED
 CATALOGUE: dict[str, ModelEntry] = {
     row[0]: ModelEntry(
         *row,
+        large_sizes=dict(LARGE_SIZES.get(row[2], {})),
         small_sizes=dict(SMALL_SIZES.get(row[2], {})),
         beyond_small_sizes=dict(BEYOND_SMALL_SIZES.get(row[2], {})),
         few_tokens_sizes=dict(FEW_TOKENS_SIZES.get(row[2], {})),

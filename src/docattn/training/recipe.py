@@ -36,8 +36,9 @@ split, so a run's config.json records what it actually did and ``--resume`` repe
   compared with the highest of many, so a tie would ask it to be luckier than the best; not under
   ``ema_decay``, which averages the weights already.
 - model size and regularisation: from ``LARGE_DATA`` (10,000) training documents, the family's
-  ``ModelSpec.large`` settings (HAN: a GRU of 100 per direction, the paper's 50 below), since a few thousand
-  documents overfit the wider model and more documents fill it; under ``SMALL_DATA`` (2,000), the family's
+  ``ModelSpec.large`` settings (HAN: a GRU of 100 per direction, the paper's 50 below; CSPAN on a CPU: 128-d
+  word vectors, its CPU configuration's 64 below), since a few thousand documents overfit the wider model and
+  more documents fill it; under ``SMALL_DATA`` (2,000), the family's
   ``ModelSpec.small`` settings (every attention family: 30% of the words hidden as <unk> in training,
   ``models.SMALL_WORD_DROPOUT``), since the 1,000-step minimum then shows the model each document 30 times or
   more, and it learns a few words of each by heart; SANet's rate there also rises over the first tenth of the
@@ -111,16 +112,17 @@ def word2vec_passes(cfg: TrainConfig, n_tokens: int) -> int:
 
 
 def data_sized_settings(
-    model: str, recipe: str, n_documents: int, n_tokens: int, given: Mapping, optimizer: str
+    model: str, recipe: str, n_documents: int, n_tokens: int, given: Mapping, optimizer: str, gpu: bool = False
 ) -> dict:
     """The hyper-parameters and training options ``recipe`` sizes to ``n_documents`` training documents of
-    ``n_tokens`` tokens for ``model`` trained by ``optimizer`` (the configured one, before this sizing), less
+    ``n_tokens`` tokens for ``model`` trained by ``optimizer`` (the configured one, before this sizing) on a GPU
+    where ``gpu`` (``ModelSpec.sized_settings``), less
     those in ``given`` (the options the user set, which always win). A width the user set (``embedding_dim``)
     keeps the word vectors the user's too: the table would widen it; warm-up steps the user set (0 among them)
     keep the warm-up the user's; and an optimizer or a weight decay the user set keeps both the user's, as does a
     run whose ``optimizer`` is not Adam (SANet's paper SGD where its CPU configuration is not laid): the
     small-data decay is Adam's, decoupled."""
-    sized = get_spec(model).sized_settings(recipe, n_documents, n_tokens)
+    sized = get_spec(model).sized_settings(recipe, n_documents, n_tokens, gpu)
     if "embedding_dim" in given:
         sized.pop("embeddings", None)
     if "warmup_steps" in given:
