@@ -255,9 +255,9 @@ def test_words_start_beside_the_table_under_a_million_training_tokens():
 
     table = {"embeddings": "word2vec+wordllama"}
     alone_when_small = ("hpan", "hsan", "hsan-entmax15", "sanet", "sanet-noatt")
+    large = {"han": {"hidden_size": 100}, "cspan": {"embedding_dim": 128}}  # HAN's width, CSPAN's CPU words
     for variant in ("han", "han-ave", "han-max", "cspan", "cspan-big", "cspan-fusion-c", *alone_when_small):
-        wider = {"hidden_size": 100} if variant.startswith("han") else {}
-        wider = {"embedding_dim": 128} if variant.startswith("cspan") else wider
+        wider = large.get(variant.split("-")[0], {})
         assert sized(variant, "auto", 7_600, {}, n_tokens=60_000) == table, variant  # short titles
         assert sized(variant, "auto", 2_000, {}, n_tokens=600_000) == table, variant
         assert sized(variant, "auto", 50_000, {}, n_tokens=FEW_TOKENS - 1) == {**table, **wider}, variant
